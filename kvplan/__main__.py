@@ -1,0 +1,5 @@
+"""``python -m kvplan``."""
+
+from kvplan.cli import app
+
+app(prog_name="kvplan")

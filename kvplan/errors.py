@@ -1,0 +1,58 @@
+"""Errors raised by kvplan.
+
+The library raises these; the command line turns them into exit codes at its edge
+(``kvplan.cli``), so a user mistake never shows a traceback::
+
+    KvplanError                      root of everything kvplan raises on purpose
+    ├── SpecError (ValueError)       a model spec file or mapping is invalid
+    ├── UnitError (ValueError)       a size, token count or dtype string cannot be read
+    └── ModelNotFoundError (LookupError)
+                                     no bundled model has that name, HF id or alias
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class KvplanError(Exception):
+    """Root of every error kvplan raises on purpose."""
+
+
+class SpecError(KvplanError, ValueError):
+    """A model spec is invalid.
+
+    ``problems`` holds one line per problem, each naming the field
+    (``layer_types.3: input should be ...``), and ``lines`` the 1-based line of each in the
+    file where known. ``str()`` gives one ``path:line: problem`` line per problem.
+    """
+
+    def __init__(
+        self, path: str, problems: Sequence[str], lines: Sequence[int | None] = ()
+    ) -> None:
+        self.path = path
+        self.problems = tuple(problems) or ("invalid spec",)
+        self.lines = tuple(lines) + (None,) * (len(self.problems) - len(lines))
+        super().__init__(
+            "\n".join(
+                f"{path}:{line}: {p}" if line else f"{path}: {p}"
+                for p, line in zip(self.problems, self.lines, strict=True)
+            )
+        )
+
+
+class UnitError(KvplanError, ValueError):
+    """A size, token count or dtype string cannot be read."""
+
+
+class ModelNotFoundError(KvplanError, LookupError):
+    """No bundled model or spec file matches; ``suggestions`` holds the closest names."""
+
+    def __init__(self, query: str, suggestions: Sequence[str]) -> None:
+        self.query = query
+        self.suggestions = tuple(suggestions)
+        hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        super().__init__(
+            f"unknown model {query!r}{hint} (`kvplan models` lists the catalog; "
+            "a path to a spec file works too)"
+        )

@@ -1,0 +1,168 @@
+"""Spec + context + batch + cache dtype -> Estimate: exact bytes, by layer kind and by K and V.
+
+The ideal cache: each layer keeps exactly what its kind needs (a sliding layer its window, an
+MLA layer one latent, a recurrent layer its state), with no paging, padding or allocator
+rounding. Engine profiles add those on top; this is the number they all start from.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kvplan.errors import UnitError
+from kvplan.layers import LayerCache, LayerTerm
+from kvplan.spec import ModelSpec
+from kvplan.units import DType, resolve_dtype
+
+
+class LayerBreakdown(NamedTuple):
+    """Bytes of one group of identical layers, for the whole batch."""
+
+    kind: str
+    num_layers: int
+    tokens_retained: int
+    k_bytes: int
+    v_bytes: int
+    state_bytes: int
+    layer: LayerCache
+
+    @property
+    def bytes(self) -> int:
+        """K + V + recurrent state, for every layer of the group and every sequence."""
+        return self.k_bytes + self.v_bytes + self.state_bytes
+
+
+class Estimate(NamedTuple):
+    """The KV cache of ``batch_size`` sequences of ``context_tokens`` tokens each.
+
+    ``kv_cache_bytes``: total bytes, recurrent state included.
+    ``bytes_per_token``: what one more token of one sequence adds at this context (sliding
+    and chunked layers past their window add nothing; recurrent state never grows).
+    ``breakdown`` is derived on access from ``terms``, so that sweeps which read only the
+    totals do not pay for it. (A NamedTuple, not a dataclass: it is built a few hundred
+    thousand times a second in sweeps, and a frozen dataclass costs several times more.)
+    """
+
+    model: str
+    context_tokens: int
+    batch_size: int
+    k_dtype: DType
+    v_dtype: DType
+    kv_cache_bytes: int
+    bytes_per_token: int
+    terms: tuple[LayerTerm, ...]
+
+    @property
+    def kv_dtype(self) -> str:
+        """The cache dtype, ``k/v`` when K and V differ (``q8_0/q4_0``)."""
+        if self.k_dtype == self.v_dtype:
+            return self.k_dtype.name
+        return f"{self.k_dtype.name}/{self.v_dtype.name}"
+
+    @property
+    def breakdown(self) -> tuple[LayerBreakdown, ...]:
+        """Bytes per group of identical layers, for the whole batch, in layer order."""
+        rows = []
+        for layer, num_layers, k_token, v_token, state, limit in self.terms:
+            kept = self.context_tokens if limit is None else min(self.context_tokens, limit)
+            sequences = num_layers * self.batch_size
+            rows.append(
+                LayerBreakdown(
+                    layer.kind,
+                    num_layers,
+                    kept,
+                    k_token * kept * sequences,
+                    v_token * kept * sequences,
+                    state * sequences,
+                    layer,
+                )
+            )
+        return tuple(rows)
+
+    @property
+    def k_bytes(self) -> int:
+        return sum(b.k_bytes for b in self.breakdown)
+
+    @property
+    def v_bytes(self) -> int:
+        return sum(b.v_bytes for b in self.breakdown)
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(b.state_bytes for b in self.breakdown)
+
+
+def cache_dtypes(
+    spec: ModelSpec,
+    kv_dtype: str | None = None,
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+) -> tuple[DType, DType]:
+    """The K and V cache dtypes: ``auto`` (or None) is the model's ``torch_dtype``."""
+    if kv_dtype is None and k_dtype is None and v_dtype is None:  # the common case, kept fast
+        model = resolve_dtype(spec.torch_dtype)
+        return model, model
+    base = _explicit(kv_dtype) or spec.torch_dtype
+    return resolve_dtype(_explicit(k_dtype) or base), resolve_dtype(_explicit(v_dtype) or base)
+
+
+def _explicit(dtype: str | None) -> str | None:
+    return None if dtype is None or dtype.strip().lower() == "auto" else dtype
+
+
+def estimate(
+    spec: ModelSpec,
+    context_tokens: int,
+    batch_size: int = 1,
+    kv_dtype: str | None = None,
+    *,
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+) -> Estimate:
+    """The ideal KV cache of ``batch_size`` sequences, each holding ``context_tokens`` tokens.
+
+    ``kv_dtype`` sets both K and V (default: the model's dtype); ``k_dtype``/``v_dtype``
+    override one side, as llama.cpp's ``-ctk``/``-ctv`` do.
+    """
+    if context_tokens < 0:
+        raise UnitError(f"context_tokens must not be negative, got {context_tokens}")
+    if batch_size < 1:
+        raise UnitError(f"batch_size must be at least 1, got {batch_size}")
+    k, v = cache_dtypes(spec, kv_dtype, k_dtype, v_dtype)
+    terms = spec.layer_terms(k, v)
+    total = 0
+    per_token = 0
+    for _, num_layers, k_token, v_token, state, limit in terms:
+        if limit is None or context_tokens < limit:
+            total += (k_token + v_token) * context_tokens * num_layers
+            per_token += (k_token + v_token) * num_layers
+        else:
+            total += (k_token + v_token) * limit * num_layers
+        total += state * num_layers
+    return Estimate(
+        spec.name, context_tokens, batch_size, k, v, total * batch_size, per_token, terms
+    )
+
+
+def bytes_per_token(spec: ModelSpec, kv_dtype: str | None = None) -> int:
+    """Bytes one token adds to one sequence at a short context: every attention layer counts."""
+    return estimate(spec, 0, 1, kv_dtype).bytes_per_token
+
+
+def explain(est: Estimate) -> list[str]:
+    """The estimate worked as a textbook example: each layer group, then the sum."""
+    lines = [
+        f"KV cache of {est.model}: {est.context_tokens:,} tokens x {est.batch_size} sequences,"
+        f" K in {est.k_dtype.name}, V in {est.v_dtype.name}"
+    ]
+    for row in est.breakdown:
+        layer_bytes = row.bytes // (row.num_layers * est.batch_size)
+        formula = row.layer.formula(est.context_tokens, est.k_dtype, est.v_dtype)
+        lines.append(f"{row.kind} ({row.layer.describe()}), {row.num_layers} layers:")
+        lines.append(f"  one layer, one sequence: {formula} = {layer_bytes:,} B")
+        lines.append(
+            f"  x {row.num_layers} layers x {est.batch_size} sequences = {row.bytes:,} B"
+        )
+    terms = " + ".join(f"{row.bytes:,}" for row in est.breakdown) or "0"
+    lines.append(f"total: {terms} = {est.kv_cache_bytes:,} B")
+    return lines

@@ -1,0 +1,252 @@
+"""What one layer keeps per sequence: one small frozen class per cache kind.
+
+Every class answers the same questions with plain integers, for ONE sequence:
+
+- ``max_tokens``: the most token positions the layer ever keeps (None: all of them);
+- ``k_token_bytes(dtype)`` / ``v_token_bytes(dtype)``: what one kept position costs;
+- ``state_bytes``: a fixed per-sequence state that does not grow with the context.
+
+Worked example (Llama 3.1 8B, one full-attention layer, bf16, 8 KV heads of 128 dims):
+one token costs 8 x 128 x 2 B for K and as much for V = 4096 B; 32 such layers give the
+familiar 131,072 B (128 KiB) per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple, Protocol
+
+from kvplan.units import DType
+
+#: The layer kinds a spec's ``layer_types`` may name.
+LAYER_KINDS = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "linear_attention",
+    "mamba",
+    "no_cache",
+)
+
+
+class LayerCache(Protocol):
+    """The questions every cache kind answers (see the module docstring)."""
+
+    @property
+    def kind(self) -> str:
+        """The layer kind as shown (``sliding_attention``, ``mla_latent``, ``mamba``...)."""
+        ...
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The most positions kept per sequence: None for all, a window, or 0."""
+        ...
+
+    @property
+    def state_bytes(self) -> int:
+        """Fixed bytes per sequence, whatever the context (recurrent state)."""
+        ...
+
+    def k_token_bytes(self, dtype: DType) -> int: ...
+
+    def v_token_bytes(self, dtype: DType) -> int: ...
+
+    def describe(self) -> str: ...
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str: ...
+
+
+def tokens_retained(layer: LayerCache, context_tokens: int) -> int:
+    """Positions ``layer`` keeps for one sequence of ``context_tokens`` tokens."""
+    limit = layer.max_tokens
+    return context_tokens if limit is None else min(context_tokens, limit)
+
+
+class LayerTerm(NamedTuple):
+    """A group of identical layers with its per-layer costs for given K and V dtypes."""
+
+    layer: LayerCache
+    num_layers: int
+    k_token_bytes: int
+    v_token_bytes: int
+    state_bytes: int
+    max_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FullAttention:
+    """Keeps K and V of every token: ``kv_heads x (head_dim + v_head_dim) x bytes x tokens``."""
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    kind: ClassVar[str] = "full_attention"
+    state_bytes: ClassVar[int] = 0
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return dtype.row_bytes(self.num_kv_heads * self.head_dim)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return dtype.row_bytes(self.num_kv_heads * self.v_head_dim)
+
+    def describe(self) -> str:
+        dims = (
+            f"head_dim {self.head_dim}"
+            if self.head_dim == self.v_head_dim
+            else f"K head_dim {self.head_dim}, V head_dim {self.v_head_dim}"
+        )
+        return f"{self.num_kv_heads} KV heads, {dims}"
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        kept = tokens_retained(self, context_tokens)
+        if self.head_dim == self.v_head_dim and k_dtype == v_dtype:
+            return (
+                f"2 (K,V) x {self.num_kv_heads} heads x {self.head_dim} dims"
+                f" x {_per_value(k_dtype)} x {kept:,} tokens"
+            )
+        return (
+            f"({self.num_kv_heads} heads x {self.head_dim} dims x {_per_value(k_dtype)}"
+            f" + {self.num_kv_heads} heads x {self.v_head_dim} dims x {_per_value(v_dtype)})"
+            f" x {kept:,} tokens"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlidingWindowAttention(FullAttention):
+    """Keeps the last ``window`` tokens: memory is flat once the context passes the window."""
+
+    window: int = 0
+    kind: ClassVar[str] = "sliding_attention"
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.window
+
+    def describe(self) -> str:
+        return f"{FullAttention.describe(self)}, window {self.window:,}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedLocalAttention(FullAttention):
+    """Attends within fixed chunks (Llama 4): at most ``chunk`` tokens are ever needed."""
+
+    chunk: int = 0
+    kind: ClassVar[str] = "chunked_attention"
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.chunk
+
+    def describe(self) -> str:
+        return f"{FullAttention.describe(self)}, chunk {self.chunk:,}"
+
+
+@dataclass(frozen=True, slots=True)
+class MLALatent:
+    """Multi-head latent attention (DeepSeek V2/V3, Kimi K2).
+
+    One compressed latent of ``kv_lora_rank + qk_rope_head_dim`` values per token, shared by
+    all heads and serving as both K and V: no factor 2, no multiplication by heads.
+    DeepSeek V3: (512 + 64) x 2 B = 1,152 B per token per layer, against 128 heads x
+    (192 + 128) x 2 B = 81,920 B for the decompressed K and V.
+    """
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    kind: ClassVar[str] = "mla_latent"
+    state_bytes: ClassVar[int] = 0
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return dtype.row_bytes(self.kv_lora_rank + self.qk_rope_head_dim)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        return (
+            f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} rope) dims"
+            f" x {_per_value(k_dtype)} x {context_tokens:,} tokens"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecurrentState:
+    """A fixed state per sequence (Mamba, gated delta net), independent of the context.
+
+    ``conv_values`` and ``ssm_values`` are the element counts of the convolution state and of
+    the recurrent (SSM) state; both are stored in ``state_dtype``, not in the KV cache dtype.
+    """
+
+    kind: str
+    conv_values: int
+    ssm_values: int
+    state_dtype: DType
+
+    @property
+    def max_tokens(self) -> int | None:
+        return 0
+
+    @property
+    def state_bytes(self) -> int:
+        return self.state_dtype.row_bytes(self.conv_values) + self.state_dtype.row_bytes(
+            self.ssm_values
+        )
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (
+            f"{self.kind} state: {self.conv_values:,} conv + {self.ssm_values:,} ssm values"
+            f" in {self.state_dtype.name}"
+        )
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        return (
+            f"({self.conv_values:,} conv + {self.ssm_values:,} ssm) values"
+            f" x {_per_value(self.state_dtype)}, whatever the context"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NoCache:
+    """A layer that keeps nothing of its own (MLP-only, or KV shared with another layer)."""
+
+    kind: ClassVar[str] = "no_cache"
+    state_bytes: ClassVar[int] = 0
+
+    @property
+    def max_tokens(self) -> int | None:
+        return 0
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return "keeps no cache"
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        return "0"
+
+
+def _per_value(dtype: DType) -> str:
+    if dtype.block_values == 1:
+        return f"{dtype.block_bytes} B ({dtype.name})"
+    return f"{dtype.block_bytes} B/{dtype.block_values} values ({dtype.name})"

@@ -1,0 +1,407 @@
+"""The model spec: a validated, frozen view of the KV-relevant part of a model's config.
+
+Keys follow Hugging Face ``config.json`` names, so the KV-relevant subset of a real config is
+itself a valid spec and every number can be checked against its source line by line. Unknown
+keys are rejected. ``load_spec`` reads a YAML (or JSON) file; ``parse_spec`` takes a mapping.
+
+A spec resolves once, at validation, into its per-layer cache schedule (``spec.layers``): a
+tuple of frozen ``kvplan.layers`` objects, and the same grouped by identical layers
+(``spec.layer_groups``), which is what the estimator iterates over.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from kvplan.errors import SpecError, UnitError
+from kvplan.layers import (
+    ChunkedLocalAttention,
+    FullAttention,
+    LayerCache,
+    LayerTerm,
+    MLALatent,
+    NoCache,
+    RecurrentState,
+    SlidingWindowAttention,
+)
+from kvplan.units import FLOAT_DTYPES, DType, resolve_dtype
+
+LayerKind = Literal[
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "linear_attention",
+    "mamba",
+    "no_cache",
+]
+
+# The C loader when PyYAML has it; both are the *safe* loader (no arbitrary objects).
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ModelSpec(BaseModel):
+    """A model's KV-cache geometry and metadata. All sizes are integers; see docs/spec.md."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    # --- identity and provenance -------------------------------------------------------------
+    name: str = Field(min_length=1, description="Canonical short name; a bundled spec's file name.")
+    hf_id: str | None = Field(None, description="Hugging Face repo id the numbers come from.")
+    aliases: tuple[str, ...] = Field((), description="Other names that resolve to this spec.")
+    source: str | None = Field(None, description="Where each number came from.")
+    model_type: str | None = Field(None, description="config.json `model_type`.")
+    # --- attention geometry -------------------------------------------------------------------
+    num_hidden_layers: PositiveInt = Field(description="Decoder layers, of every kind.")
+    hidden_size: PositiveInt | None = Field(
+        None, description="Model width; gives head_dim = hidden_size / num_attention_heads."
+    )
+    num_attention_heads: PositiveInt = Field(description="Query heads.")
+    num_key_value_heads: PositiveInt | None = Field(
+        None, description="KV heads (GQA/MQA); absent means num_attention_heads (MHA)."
+    )
+    head_dim: PositiveInt | None = Field(
+        None, description="K head dim; absent means hidden_size / num_attention_heads."
+    )
+    v_head_dim: PositiveInt | None = Field(
+        None, description="V head dim when it differs from K's (MLA: the decompressed V)."
+    )
+    torch_dtype: str = Field(
+        description="Model dtype (float32, float16, bfloat16); the default KV cache dtype.",
+        validation_alias="torch_dtype",
+    )
+    max_position_embeddings: PositiveInt | None = Field(
+        None, description="Longest context the model is trained for."
+    )
+    # --- per-layer kinds ----------------------------------------------------------------------
+    layer_types: tuple[LayerKind, ...] | None = Field(
+        None, description="Explicit per-layer kinds, one per layer (Hugging Face `layer_types`)."
+    )
+    layer_types_pattern: tuple[LayerKind, ...] | None = Field(
+        None,
+        min_length=1,
+        description="Compact form: a list of kinds repeated from layer 0 to fill all layers.",
+    )
+    sliding_window: PositiveInt | None = Field(
+        None,
+        description="Window of sliding layers; alone (no layer kinds given), every layer slides.",
+    )
+    use_sliding_window: bool | None = Field(
+        None, description="Qwen2: false means sliding_window is ignored."
+    )
+    max_window_layers: NonNegativeInt | None = Field(
+        None, description="Qwen2: with use_sliding_window, layers from this index on slide."
+    )
+    attention_chunk_size: PositiveInt | None = Field(
+        None, description="Chunk of chunked local attention layers (Llama 4)."
+    )
+    # --- multi-head latent attention ----------------------------------------------------------
+    kv_lora_rank: PositiveInt | None = Field(
+        None, description="MLA latent rank; with it, attention layers cache one latent."
+    )
+    qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA decoupled RoPE key dims.")
+    qk_nope_head_dim: PositiveInt | None = Field(None, description="MLA per-head non-RoPE dims.")
+    q_lora_rank: PositiveInt | None = Field(None, description="MLA query rank (no cache).")
+    # --- recurrent state ----------------------------------------------------------------------
+    mamba_d_state: PositiveInt | None = Field(None, description="Mamba SSM state size.")
+    mamba_d_conv: PositiveInt | None = Field(None, description="Mamba convolution kernel.")
+    mamba_expand: PositiveInt | None = Field(
+        None, description="Mamba1: d_inner = mamba_expand x hidden_size."
+    )
+    mamba_n_heads: PositiveInt | None = Field(None, description="Mamba2 heads.")
+    mamba_d_head: PositiveInt | None = Field(None, description="Mamba2 head dim.")
+    mamba_n_groups: PositiveInt | None = Field(None, description="Mamba2 B/C groups.")
+    linear_num_key_heads: PositiveInt | None = Field(None, description="Gated delta net K heads.")
+    linear_num_value_heads: PositiveInt | None = Field(
+        None, description="Gated delta net V heads."
+    )
+    linear_key_head_dim: PositiveInt | None = Field(None, description="Gated delta net K dim.")
+    linear_value_head_dim: PositiveInt | None = Field(None, description="Gated delta net V dim.")
+    linear_conv_kernel_dim: PositiveInt | None = Field(
+        None, description="Gated delta net convolution kernel."
+    )
+    state_dtype: str = Field("float32", description="dtype of recurrent state.")
+    # --- weights (sized by the planner) -------------------------------------------------------
+    num_parameters: PositiveInt | None = Field(None, description="Total parameters.")
+    num_active_parameters: PositiveInt | None = Field(
+        None, description="Parameters active per token (MoE)."
+    )
+    weight_dtype: str | None = Field(
+        None, description="Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...)."
+    )
+
+    _layers: tuple[LayerCache, ...] = PrivateAttr(default=())
+    _groups: tuple[tuple[LayerCache, int], ...] = PrivateAttr(default=())
+    _terms: dict[tuple[str, str], tuple[LayerTerm, ...]] = PrivateAttr(default_factory=dict)
+
+    @field_validator("torch_dtype")
+    @classmethod
+    def _model_dtype(cls, value: str) -> str:
+        name = _canonical_dtype(value)
+        if name not in FLOAT_DTYPES:
+            raise ValueError(f"unknown model dtype {value!r}; allowed: {', '.join(FLOAT_DTYPES)}")
+        return name
+
+    @field_validator("state_dtype", "weight_dtype")
+    @classmethod
+    def _any_dtype(cls, value: str | None) -> str | None:
+        return None if value is None else _canonical_dtype(value)
+
+    @model_validator(mode="after")
+    def _resolve_layers(self) -> ModelSpec:
+        layers = tuple(self._layer_for(kind) for kind in self._layer_kinds())
+        counts: dict[LayerCache, int] = {}
+        for layer in layers:
+            counts[layer] = counts.get(layer, 0) + 1
+        self._layers = layers
+        self._groups = tuple(counts.items())
+        return self
+
+    @property
+    def layers(self) -> tuple[LayerCache, ...]:
+        """The resolved cache of every layer, in layer order."""
+        return self._layers
+
+    @property
+    def layer_groups(self) -> tuple[tuple[LayerCache, int], ...]:
+        """Identical layers grouped, in order of first appearance: ``(layer, num_layers)``."""
+        return self._groups
+
+    def layer_terms(self, k_dtype: DType, v_dtype: DType) -> tuple[LayerTerm, ...]:
+        """Each layer group with its per-layer costs in these dtypes (memoised per dtype pair)."""
+        key = (k_dtype.name, v_dtype.name)
+        # Read the private dict directly: pydantic's attribute hook costs microseconds a call,
+        # and sweeps call this hundreds of thousands of times.
+        memo: dict[tuple[str, str], tuple[LayerTerm, ...]] = self.__pydantic_private__["_terms"]  # type: ignore[index]
+        terms = memo.get(key)
+        if terms is None:
+            terms = tuple(
+                LayerTerm(
+                    layer,
+                    num_layers,
+                    layer.k_token_bytes(k_dtype),
+                    layer.v_token_bytes(v_dtype),
+                    layer.state_bytes,
+                    layer.max_tokens,
+                )
+                for layer, num_layers in self._groups
+            )
+            memo[key] = terms
+        return terms
+
+    def layer_runs(self) -> tuple[tuple[int, int, LayerCache], ...]:
+        """Consecutive identical layers: ``(first_index, last_index, layer)``, for display."""
+        runs: list[tuple[int, int, LayerCache]] = []
+        for i, layer in enumerate(self._layers):
+            if runs and runs[-1][2] == layer:
+                runs[-1] = (runs[-1][0], i, layer)
+            else:
+                runs.append((i, i, layer))
+        return tuple(runs)
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads of the attention layers (``num_attention_heads`` when not stated)."""
+        return self.num_key_value_heads or self.num_attention_heads
+
+    def _layer_kinds(self) -> tuple[str, ...]:
+        n = self.num_hidden_layers
+        if self.layer_types is not None and self.layer_types_pattern is not None:
+            raise ValueError("layer_types and layer_types_pattern: give one of them, not both")
+        if self.layer_types is not None:
+            if len(self.layer_types) != n:
+                raise ValueError(
+                    f"layer_types: has {len(self.layer_types)} entries but num_hidden_layers is {n}"
+                )
+            return self.layer_types
+        if self.layer_types_pattern is not None:
+            p = self.layer_types_pattern
+            return tuple(p[i % len(p)] for i in range(n))
+        if self.sliding_window is not None and self.use_sliding_window is not False:
+            # Mistral: every layer slides. Qwen2 with use_sliding_window: from max_window_layers.
+            first = (self.max_window_layers or 0) if self.use_sliding_window else 0
+            return tuple("full_attention" if i < first else "sliding_attention" for i in range(n))
+        if self.attention_chunk_size is not None:
+            return ("chunked_attention",) * n
+        return ("full_attention",) * n
+
+    def _layer_for(self, kind: str) -> LayerCache:
+        match kind:
+            case "full_attention" if self.kv_lora_rank is not None:
+                if self.qk_rope_head_dim is None:
+                    raise ValueError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
+                return MLALatent(self.kv_lora_rank, self.qk_rope_head_dim)
+            case "full_attention":
+                return FullAttention(self.kv_heads, *self._head_dims())
+            case "sliding_attention":
+                if self.sliding_window is None:
+                    raise ValueError("sliding_window: required by sliding_attention layers")
+                return SlidingWindowAttention(
+                    self.kv_heads, *self._head_dims(), window=self.sliding_window
+                )
+            case "chunked_attention":
+                if self.attention_chunk_size is None:
+                    raise ValueError("attention_chunk_size: required by chunked_attention layers")
+                return ChunkedLocalAttention(
+                    self.kv_heads, *self._head_dims(), chunk=self.attention_chunk_size
+                )
+            case "mamba":
+                return self._mamba_state()
+            case "linear_attention":
+                return self._linear_state()
+            case _:
+                return NoCache()
+
+    def _head_dims(self) -> tuple[int, int]:
+        head_dim = self.head_dim
+        if head_dim is None:
+            if self.hidden_size is None:
+                raise ValueError("head_dim: required when hidden_size is not given")
+            if self.hidden_size % self.num_attention_heads:
+                raise ValueError(
+                    f"head_dim: required, since hidden_size {self.hidden_size} is not a multiple"
+                    f" of num_attention_heads {self.num_attention_heads}"
+                )
+            head_dim = self.hidden_size // self.num_attention_heads
+        return head_dim, self.v_head_dim or head_dim
+
+    def _mamba_state(self) -> RecurrentState:
+        d_state, d_conv = self.mamba_d_state, self.mamba_d_conv
+        if d_state is None or d_conv is None:
+            raise ValueError("mamba_d_state, mamba_d_conv: required by mamba layers")
+        if self.mamba_n_heads is not None or self.mamba_d_head is not None:
+            # Mamba2: the conv state covers x, B and C; the SSM state is heads x head_dim x state.
+            if self.mamba_n_heads is None or self.mamba_d_head is None:
+                raise ValueError("mamba_n_heads, mamba_d_head: Mamba2 layers need both")
+            d_inner = self.mamba_n_heads * self.mamba_d_head
+            groups = self.mamba_n_groups or 1
+            conv = (d_inner + 2 * groups * d_state) * (d_conv - 1)
+            ssm = d_inner * d_state
+        else:
+            # Mamba1: d_inner channels, each with a conv tail and a d_state-wide state.
+            if self.mamba_expand is None or self.hidden_size is None:
+                raise ValueError("mamba_expand, hidden_size: required by Mamba1 layers")
+            d_inner = self.mamba_expand * self.hidden_size
+            conv = d_inner * (d_conv - 1)
+            ssm = d_inner * d_state
+        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype))
+
+    def _linear_state(self) -> RecurrentState:
+        nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
+        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
+        kernel = self.linear_conv_kernel_dim
+        if nk is None or nv is None or dk is None or dv is None or kernel is None:
+            raise ValueError(
+                "linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,"
+                " linear_value_head_dim, linear_conv_kernel_dim: required by linear_attention"
+            )
+        # Gated delta net: a conv tail over q, k and v, and a dk x dv state per value head.
+        conv = (2 * nk * dk + nv * dv) * (kernel - 1)
+        return RecurrentState("linear_attention", conv, nv * dk * dv, resolve_dtype(self.state_dtype))
+
+
+_FIELDS = tuple(ModelSpec.model_fields)
+
+
+def _canonical_dtype(value: str) -> str:
+    try:
+        return resolve_dtype(value).name
+    except UnitError as e:
+        raise ValueError(str(e)) from None
+
+
+def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> ModelSpec:
+    """Validate a mapping (a parsed YAML or config.json) into a ModelSpec.
+
+    Raises SpecError naming ``path``, the field and, when ``text`` is the file's YAML, the line.
+    """
+    if not isinstance(data, Mapping):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise SpecError(path, [f"a spec must be a mapping of keys to values, this is {kind}"])
+    if "name" not in data:
+        data = {"name": Path(path).stem, **data}
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as e:
+        problems: list[str] = []
+        lines: list[int | None] = []
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            problems.append(_describe_error(loc, err["type"], err["msg"]))
+            lines.append(_line_of(text, loc) if text is not None else None)
+        raise SpecError(path, problems, lines) from None
+
+
+def load_spec(path: str | Path) -> ModelSpec:
+    """Read and validate a spec file (YAML; JSON is YAML too). Raises SpecError."""
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(shown, [f"cannot read: {e.strerror or e}"]) from None
+    except UnicodeDecodeError:
+        raise SpecError(shown, ["cannot read: not UTF-8 text"]) from None
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        line = mark.line + 1 if mark is not None else None
+        raise SpecError(shown, [f"malformed YAML: {what}"], [line]) from None
+    return parse_spec(data, shown, text)
+
+
+def _describe_error(loc: tuple[int | str, ...], kind: str, msg: str) -> str:
+    field = ".".join(str(part) for part in loc)
+    msg = msg.removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _FIELDS, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else "; allowed keys are listed in docs/spec.md"
+        return f"{field}: unknown key{hint}"
+    if kind == "missing":
+        return f"{field}: required key is missing"
+    if not field:
+        return msg  # model-level checks already name their fields
+    return f"{field}: {msg[0].lower()}{msg[1:]}"
+
+
+def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the node at ``loc`` in YAML ``text``, or of its nearest parent."""
+    try:
+        node = yaml.compose(text, Loader=_SafeLoader)
+    except yaml.YAMLError:  # pragma: no cover - text already parsed once
+        return None
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        nxt: Any = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == str(part):
+                    line = key.start_mark.line + 1
+                    nxt = value
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if 0 <= part < len(node.value):
+                nxt = node.value[part]
+                line = nxt.start_mark.line + 1
+        if nxt is None:
+            break
+        node = nxt
+    return line
