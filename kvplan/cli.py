@@ -76,6 +76,16 @@ def _guard(fn: Callable[[], T]) -> T:
         _fail(str(e))
 
 
+def _option(name: str, parse: Callable[[str], T], value: str) -> T:
+    """``parse(value)``; a UnitError is re-raised naming the option it came from."""
+    from kvplan.errors import UnitError
+
+    try:
+        return parse(value)
+    except UnitError as e:
+        raise UnitError(f"{name}: {e}") from None
+
+
 def _print_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
@@ -83,7 +93,7 @@ def _print_json(doc: dict[str, Any]) -> None:
 def _print_rich(items: list[Any]) -> None:
     from rich.console import Console
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = Console(highlight=False, soft_wrap=True)
     for item in items:
         console.print(item)
 
@@ -117,9 +127,7 @@ def calc(
             show_default=False,
         ),
     ] = None,
-    batch: Annotated[
-        int, typer.Option("--batch", "-b", min=1, help="Concurrent sequences.")
-    ] = 1,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Concurrent sequences.")] = 1,
     kv_dtype: Annotated[
         str,
         typer.Option(
@@ -147,7 +155,7 @@ def calc(
     from kvplan.catalog import load_model
     from kvplan.estimate import estimate
     from kvplan.estimate import explain as explain_lines
-    from kvplan.units import parse_tokens
+    from kvplan.units import parse_tokens, resolve_dtype
 
     def run() -> None:
         spec = load_model(model)
@@ -156,8 +164,17 @@ def calc(
                 _fail(f"{spec.name}: no max_position_embeddings in the spec; pass --context")
             tokens = spec.max_position_embeddings
         else:
-            tokens = parse_tokens(context)
-        est = estimate(spec, tokens, batch, kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype)
+            tokens = _option("--context", parse_tokens, context)
+        for name, dtype in (
+            ("--kv-dtype", kv_dtype),
+            ("--k-dtype", k_dtype),
+            ("--v-dtype", v_dtype),
+        ):
+            if dtype is not None and dtype != "auto":
+                _option(name, resolve_dtype, dtype)
+        est = estimate(
+            spec, tokens, batch_size=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype
+        )
         from kvplan import render
 
         if output is OutputFormat.json:

@@ -113,9 +113,9 @@ def _explicit(dtype: str | None) -> str | None:
 def estimate(
     spec: ModelSpec,
     context_tokens: int,
+    *,
     batch_size: int = 1,
     kv_dtype: str | None = None,
-    *,
     k_dtype: str | None = None,
     v_dtype: str | None = None,
 ) -> Estimate:
@@ -146,7 +146,7 @@ def estimate(
 
 def bytes_per_token(spec: ModelSpec, kv_dtype: str | None = None) -> int:
     """Bytes one token adds to one sequence at a short context: every attention layer counts."""
-    return estimate(spec, 0, 1, kv_dtype).bytes_per_token
+    return estimate(spec, 0, kv_dtype=kv_dtype).bytes_per_token
 
 
 def explain(est: Estimate) -> list[str]:
@@ -160,9 +160,7 @@ def explain(est: Estimate) -> list[str]:
         formula = row.layer.formula(est.context_tokens, est.k_dtype, est.v_dtype)
         lines.append(f"{row.kind} ({row.layer.describe()}), {row.num_layers} layers:")
         lines.append(f"  one layer, one sequence: {formula} = {layer_bytes:,} B")
-        lines.append(
-            f"  x {row.num_layers} layers x {est.batch_size} sequences = {row.bytes:,} B"
-        )
+        lines.append(f"  x {row.num_layers} layers x {est.batch_size} sequences = {row.bytes:,} B")
     terms = " + ".join(f"{row.bytes:,}" for row in est.breakdown) or "0"
     lines.append(f"total: {terms} = {est.kv_cache_bytes:,} B")
     return lines

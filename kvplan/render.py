@@ -51,12 +51,12 @@ def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list
     """The ``kvplan calc`` table, headed by what was asked and footed by the totals."""
     from rich.table import Table
 
-    title = f"{est.model}" + (f" ({spec.hf_id})" if spec.hf_id else "")
-    table = Table(
-        title=f"{title}: {format_tokens(est.context_tokens)} tokens x {est.batch_size}"
-        f" sequence{'s' if est.batch_size != 1 else ''}, KV dtype {est.kv_dtype}",
-        title_justify="left",
+    name = f"{est.model}" + (f" ({spec.hf_id})" if spec.hf_id else "")
+    heading = (
+        f"[bold]{name}[/bold]: {format_tokens(est.context_tokens)} tokens x {est.batch_size}"
+        f" sequence{'s' if est.batch_size != 1 else ''}, KV dtype {est.kv_dtype}"
     )
+    table = Table()
     with_state = any(row.state_bytes for row in est.breakdown)
     table.add_column("layer kind", no_wrap=True)
     table.add_column("layers", justify="right", no_wrap=True)
@@ -77,10 +77,9 @@ def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list
         if with_state:
             cells.append(format_bytes(row.state_bytes))
         table.add_row(*cells, format_bytes(row.bytes))
-    out: list[RenderableType] = [table]
+    out: list[RenderableType] = [heading, table]
     out.append(
-        f"KV cache: [bold]{format_bytes(est.kv_cache_bytes)}[/bold]"
-        f" ({est.kv_cache_bytes:,} bytes)"
+        f"KV cache: [bold]{format_bytes(est.kv_cache_bytes)}[/bold] ({est.kv_cache_bytes:,} bytes)"
     )
     out.append(
         f"Per token: {format_bytes(est.bytes_per_token)} ({est.bytes_per_token:,} bytes)"
@@ -146,7 +145,12 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "spec": spec.model_dump(mode="json", exclude_none=True),
         "schedule": [
-            {"first_layer": first, "last_layer": last, "kind": layer.kind, "layer": layer.describe()}
+            {
+                "first_layer": first,
+                "last_layer": last,
+                "kind": layer.kind,
+                "layer": layer.describe(),
+            }
             for first, last, layer in spec.layer_runs()
         ],
     }

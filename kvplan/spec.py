@@ -127,9 +127,7 @@ class ModelSpec(BaseModel):
     mamba_d_head: PositiveInt | None = Field(None, description="Mamba2 head dim.")
     mamba_n_groups: PositiveInt | None = Field(None, description="Mamba2 B/C groups.")
     linear_num_key_heads: PositiveInt | None = Field(None, description="Gated delta net K heads.")
-    linear_num_value_heads: PositiveInt | None = Field(
-        None, description="Gated delta net V heads."
-    )
+    linear_num_value_heads: PositiveInt | None = Field(None, description="Gated delta net V heads.")
     linear_key_head_dim: PositiveInt | None = Field(None, description="Gated delta net K dim.")
     linear_value_head_dim: PositiveInt | None = Field(None, description="Gated delta net V dim.")
     linear_conv_kernel_dim: PositiveInt | None = Field(
@@ -152,9 +150,15 @@ class ModelSpec(BaseModel):
     @field_validator("torch_dtype")
     @classmethod
     def _model_dtype(cls, value: str) -> str:
-        name = _canonical_dtype(value)
+        try:
+            name = resolve_dtype(value).name
+        except UnitError:
+            name = ""
         if name not in FLOAT_DTYPES:
-            raise ValueError(f"unknown model dtype {value!r}; allowed: {', '.join(FLOAT_DTYPES)}")
+            raise ValueError(
+                f"unknown model dtype {value!r}; allowed: {', '.join(FLOAT_DTYPES)}"
+                " (or fp32, fp16, bf16)"
+            )
         return name
 
     @field_validator("state_dtype", "weight_dtype")
@@ -312,7 +316,9 @@ class ModelSpec(BaseModel):
             )
         # Gated delta net: a conv tail over q, k and v, and a dk x dv state per value head.
         conv = (2 * nk * dk + nv * dv) * (kernel - 1)
-        return RecurrentState("linear_attention", conv, nv * dk * dv, resolve_dtype(self.state_dtype))
+        return RecurrentState(
+            "linear_attention", conv, nv * dk * dv, resolve_dtype(self.state_dtype)
+        )
 
 
 _FIELDS = tuple(ModelSpec.model_fields)
@@ -338,13 +344,14 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:
-        problems: list[str] = []
-        lines: list[int | None] = []
-        for err in e.errors():
-            loc = tuple(err["loc"])
-            problems.append(_describe_error(loc, err["type"], err["msg"]))
-            lines.append(_line_of(text, loc) if text is not None else None)
-        raise SpecError(path, problems, lines) from None
+        found = sorted(
+            (
+                (_line_of(text, _field_loc(err["loc"], err["msg"])) if text else None) or 0,
+                _describe_error(tuple(err["loc"]), err["type"], err["msg"]),
+            )
+            for err in e.errors()
+        )
+        raise SpecError(path, [p for _, p in found], [line or None for line, _ in found]) from None
 
 
 def load_spec(path: str | Path) -> ModelSpec:
@@ -371,13 +378,25 @@ def _describe_error(loc: tuple[int | str, ...], kind: str, msg: str) -> str:
     msg = msg.removeprefix("Value error, ")
     if kind == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]), _FIELDS, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else "; allowed keys are listed in docs/spec.md"
+        hint = (
+            f"; did you mean {close[0]!r}?"
+            if close
+            else "; allowed keys are listed in docs/spec.md"
+        )
         return f"{field}: unknown key{hint}"
     if kind == "missing":
         return f"{field}: required key is missing"
     if not field:
         return msg  # model-level checks already name their fields
     return f"{field}: {msg[0].lower()}{msg[1:]}"
+
+
+def _field_loc(loc: tuple[int | str, ...], msg: str) -> tuple[int | str, ...]:
+    """Where an error points; model-level checks name their first field before a colon."""
+    if loc:
+        return loc
+    first = msg.removeprefix("Value error, ").split(":", 1)[0].split(",", 1)[0].strip()
+    return (first,) if first in _FIELDS else ()
 
 
 def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
@@ -397,10 +416,13 @@ def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
                     line = key.start_mark.line + 1
                     nxt = value
                     break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if 0 <= part < len(node.value):
-                nxt = node.value[part]
-                line = nxt.start_mark.line + 1
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(node.value)
+        ):
+            nxt = node.value[part]
+            line = nxt.start_mark.line + 1
         if nxt is None:
             break
         node = nxt
