@@ -93,7 +93,8 @@ def _print_json(doc: dict[str, Any]) -> None:
 def _print_rich(items: list[Any]) -> None:
     from rich.console import Console
 
-    console = Console(highlight=False, soft_wrap=True)
+    # A terminal sets its own width; piped output (CI logs, files) gets room for every column.
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     for item in items:
         console.print(item)
 

@@ -49,6 +49,7 @@ def estimate_to_dict(est: Estimate, spec: ModelSpec) -> dict[str, Any]:
 
 def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list[RenderableType]:
     """The ``kvplan calc`` table, headed by what was asked and footed by the totals."""
+    from rich import box
     from rich.table import Table
 
     name = f"{est.model}" + (f" ({spec.hf_id})" if spec.hf_id else "")
@@ -56,7 +57,7 @@ def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list
         f"[bold]{name}[/bold]: {format_tokens(est.context_tokens)} tokens x {est.batch_size}"
         f" sequence{'s' if est.batch_size != 1 else ''}, KV dtype {est.kv_dtype}"
     )
-    table = Table()
+    table = Table(box=box.SIMPLE_HEAD)
     with_state = any(row.state_bytes for row in est.breakdown)
     table.add_column("layer kind", no_wrap=True)
     table.add_column("layers", justify="right", no_wrap=True)

@@ -27,13 +27,30 @@ def test_tiny_prints_192_bytes(tiny_spec: Path) -> None:
 
 
 def test_calc_json_keys_and_numbers() -> None:
-    code, out, err = run("calc", "llama-3.1-8b", "--context", "32K", "--batch", "8",
-                         "--kv-dtype", "fp8", "--format", "json")
+    code, out, err = run(
+        "calc",
+        "llama-3.1-8b",
+        "--context",
+        "32K",
+        "--batch",
+        "8",
+        "--kv-dtype",
+        "fp8",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema_version"] == 1
-    assert {"model", "context_tokens", "batch_size", "kv_dtype", "kv_cache_bytes",
-            "bytes_per_token", "breakdown"} <= set(doc)
+    assert {
+        "model",
+        "context_tokens",
+        "batch_size",
+        "kv_dtype",
+        "kv_cache_bytes",
+        "bytes_per_token",
+        "breakdown",
+    } <= set(doc)
     # 2 x 32 x 8 x 128 x 1 B x 32768 x 8 = 16 GiB
     assert doc["context_tokens"] == 32768
     assert doc["kv_cache_bytes"] == 17_179_869_184
@@ -70,8 +87,9 @@ def test_calc_defaults_to_max_position_embeddings() -> None:
 
 
 def test_calc_k_v_dtypes() -> None:
-    code, out, _ = run("calc", "llama-3.1-8b", "-c", "1", "--k-dtype", "q8_0", "--v-dtype",
-                       "q4_0", "-f", "json")
+    code, out, _ = run(
+        "calc", "llama-3.1-8b", "-c", "1", "--k-dtype", "q8_0", "--v-dtype", "q4_0", "-f", "json"
+    )
     assert code == 0
     assert json.loads(out)["kv_cache_bytes"] == 32 * (32 * 34 + 32 * 18)
 
@@ -96,8 +114,12 @@ def test_show_prints_resolved_schedule() -> None:
     assert "52 sliding_attention, 10 full_attention" in out
     code, out, _ = run("show", "gemma-3-27b", "-f", "json")
     doc = json.loads(out)
-    assert doc["schedule"][1] == {"first_layer": 5, "last_layer": 5, "kind": "full_attention",
-                                  "layer": "16 KV heads, head_dim 128"}
+    assert doc["schedule"][1] == {
+        "first_layer": 5,
+        "last_layer": 5,
+        "kind": "full_attention",
+        "layer": "16 KV heads, head_dim 128",
+    }
     assert doc["spec"]["num_hidden_layers"] == 62
 
 
@@ -106,7 +128,10 @@ def test_show_prints_resolved_schedule() -> None:
     [
         (["calc", "llama-3.1-7b"], "unknown model 'llama-3.1-7b'; did you mean"),
         (["calc", "llama-3.1-8b", "-c", "32G"], "--context: cannot read token count '32G'"),
-        (["calc", "llama-3.1-8b", "-c", "4", "--kv-dtype", "fp9"], "--kv-dtype: unknown dtype 'fp9'; allowed:"),
+        (
+            ["calc", "llama-3.1-8b", "-c", "4", "--kv-dtype", "fp9"],
+            "--kv-dtype: unknown dtype 'fp9'; allowed:",
+        ),
         (["calc", "llama-3.1-8b", "-c", "4", "--v-dtype", "q3"], "--v-dtype: unknown dtype"),
         (["show", "no/such/model.yaml"], "no/such/model.yaml: cannot read"),
     ],
@@ -120,8 +145,11 @@ def test_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
 
 
 def test_bad_spec_file_exit_2(write_spec: Callable[[str, str], Path]) -> None:
-    path = write_spec("name: b\nnum_hidden_layers: 1\nnum_attention_heads: 1\nhead_dim: 4\n"
-                      "torch_dtype: bf16\nnum_kv_head: 1\n", "b.yaml")
+    path = write_spec(
+        "name: b\nnum_hidden_layers: 1\nnum_attention_heads: 1\nhead_dim: 4\n"
+        "torch_dtype: bf16\nnum_kv_head: 1\n",
+        "b.yaml",
+    )
     code, _, err = run("calc", str(path), "-c", "4")
     assert code == 2
     assert err.strip() == (
@@ -161,7 +189,8 @@ def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
         "heavy = [m for m in ('torch', 'transformers', 'numpy') if m in sys.modules]\n"
         "print('HEAVY', heavy, 'LOADED', c._load_bundled.cache_info().currsize)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            check=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
     assert '"kv_cache_bytes": 524288' in result.stdout  # 4 x 131072
     assert "HEAVY [] LOADED 1" in result.stdout

@@ -55,8 +55,15 @@ def test_qwen3_8b_at_context(tokens: int, total: int) -> None:
 
 def test_mha_8gib_boundary() -> None:
     # 2 x 32 x 32 x 128 x 2 = 524288 B/token; 8 GiB / 524288 = 16384 tokens; 16385 do not fit
-    mha = parse_spec({"name": "mha", "num_hidden_layers": 32, "num_attention_heads": 32,
-                      "head_dim": 128, "torch_dtype": "float16"})
+    mha = parse_spec(
+        {
+            "name": "mha",
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "head_dim": 128,
+            "torch_dtype": "float16",
+        }
+    )
     assert bytes_per_token(mha) == 524_288
     assert estimate(mha, 16384).kv_cache_bytes == 8 * GiB
     assert estimate(mha, 16385).kv_cache_bytes > 8 * GiB

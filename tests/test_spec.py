@@ -38,8 +38,13 @@ def test_minimal_spec(tiny_spec: Path) -> None:
 
 def test_head_dim_from_hidden_size_and_kv_heads_default() -> None:
     s = parse_spec(
-        {"name": "x", "num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": 4096,
-         "torch_dtype": "float16"}
+        {
+            "name": "x",
+            "num_hidden_layers": 2,
+            "num_attention_heads": 32,
+            "hidden_size": 4096,
+            "torch_dtype": "float16",
+        }
     )
     assert s.layers[0] == FullAttention(num_kv_heads=32, head_dim=128, v_head_dim=128)
 
@@ -55,8 +60,10 @@ def test_v_head_dim() -> None:
 
 
 def test_name_defaults_to_file_stem(write_spec: Callable[[str, str], Path]) -> None:
-    path = write_spec("num_hidden_layers: 1\nnum_attention_heads: 1\nhead_dim: 8\n"
-                      "torch_dtype: bfloat16\n", "my-model.yaml")
+    path = write_spec(
+        "num_hidden_layers: 1\nnum_attention_heads: 1\nhead_dim: 8\ntorch_dtype: bfloat16\n",
+        "my-model.yaml",
+    )
     assert load_spec(path).name == "my-model"
 
 
@@ -80,7 +87,7 @@ def test_layer_types_pattern_cycles() -> None:
     assert kinds == ["sliding_attention", "sliding_attention", "full_attention"] * 2 + [
         "sliding_attention"
     ]
-    assert dict((layer.kind, n) for layer, n in s.layer_groups) == {
+    assert {layer.kind: n for layer, n in s.layer_groups} == {
         "sliding_attention": 5,
         "full_attention": 2,
     }
@@ -122,8 +129,13 @@ def test_mla_layers_cache_one_latent() -> None:
 
 def test_mamba1_state_values() -> None:
     # Jamba: d_inner = 2 x 4096 = 8192; conv 8192 x 3, ssm 8192 x 16
-    s = spec(layer_types_pattern=["mamba"], hidden_size=4096, mamba_d_state=16, mamba_d_conv=4,
-             mamba_expand=2)
+    s = spec(
+        layer_types_pattern=["mamba"],
+        hidden_size=4096,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+    )
     layer = s.layers[0]
     assert isinstance(layer, RecurrentState)
     assert (layer.conv_values, layer.ssm_values) == (24576, 131072)
@@ -132,8 +144,14 @@ def test_mamba1_state_values() -> None:
 
 def test_mamba2_state_values() -> None:
     # Nemotron-H 8B: 128 heads x 64, 8 groups, state 128, kernel 4
-    s = spec(layer_types_pattern=["mamba"], mamba_d_state=128, mamba_d_conv=4, mamba_n_heads=128,
-             mamba_d_head=64, mamba_n_groups=8)
+    s = spec(
+        layer_types_pattern=["mamba"],
+        mamba_d_state=128,
+        mamba_d_conv=4,
+        mamba_n_heads=128,
+        mamba_d_head=64,
+        mamba_n_groups=8,
+    )
     layer = s.layers[0]
     assert isinstance(layer, RecurrentState)
     assert layer.conv_values == (8192 + 2 * 8 * 128) * 3
@@ -142,9 +160,15 @@ def test_mamba2_state_values() -> None:
 
 def test_gated_delta_net_state_values_and_state_dtype() -> None:
     # Qwen3-Next: 16 K heads, 32 V heads, dims 128, kernel 4
-    s = spec(layer_types_pattern=["linear_attention"], linear_num_key_heads=16,
-             linear_num_value_heads=32, linear_key_head_dim=128, linear_value_head_dim=128,
-             linear_conv_kernel_dim=4, state_dtype="bf16")
+    s = spec(
+        layer_types_pattern=["linear_attention"],
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        state_dtype="bf16",
+    )
     layer = s.layers[0]
     assert isinstance(layer, RecurrentState)
     assert layer.conv_values == (2 * 16 * 128 + 32 * 128) * 3
@@ -153,10 +177,15 @@ def test_gated_delta_net_state_values_and_state_dtype() -> None:
 
 
 def test_layer_runs_for_display() -> None:
-    s = spec(num_hidden_layers=5, sliding_window=8,
-             layer_types_pattern=["sliding_attention", "sliding_attention", "full_attention"])
+    s = spec(
+        num_hidden_layers=5,
+        sliding_window=8,
+        layer_types_pattern=["sliding_attention", "sliding_attention", "full_attention"],
+    )
     assert [(a, b, layer.kind) for a, b, layer in s.layer_runs()] == [
-        (0, 1, "sliding_attention"), (2, 2, "full_attention"), (3, 4, "sliding_attention")
+        (0, 1, "sliding_attention"),
+        (2, 2, "full_attention"),
+        (3, 4, "sliding_attention"),
     ]
 
 
@@ -174,31 +203,79 @@ GOOD = "name: bad\nnum_hidden_layers: 2\nnum_attention_heads: 2\nhead_dim: 4\nto
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (GOOD + "num_kv_heads: 2\n", ":6: num_kv_heads: unknown key; did you mean 'num_key_value_heads'?"),
-        (GOOD.replace("head_dim: 4", "head_dim: 0"), ":4: head_dim: input should be greater than 0"),
-        (GOOD.replace("num_hidden_layers: 2", "num_hidden_layers: -1"), ":2: num_hidden_layers: input should be greater than 0"),
-        (GOOD.replace("bf16", "fp9"), ":5: torch_dtype: unknown model dtype 'fp9'; allowed: float32, float16, bfloat16"),
+        (
+            GOOD + "num_kv_heads: 2\n",
+            ":6: num_kv_heads: unknown key; did you mean 'num_key_value_heads'?",
+        ),
+        (
+            GOOD.replace("head_dim: 4", "head_dim: 0"),
+            ":4: head_dim: input should be greater than 0",
+        ),
+        (
+            GOOD.replace("num_hidden_layers: 2", "num_hidden_layers: -1"),
+            ":2: num_hidden_layers: input should be greater than 0",
+        ),
+        (
+            GOOD.replace("bf16", "fp9"),
+            ":5: torch_dtype: unknown model dtype 'fp9'; allowed: float32, float16, bfloat16",
+        ),
         (GOOD + "state_dtype: q9\n", ":6: state_dtype: unknown dtype 'q9'; allowed: float32"),
-        (GOOD + "layer_types: [full_attention]\n", ":6: layer_types: has 1 entries but num_hidden_layers is 2"),
-        (GOOD + "layer_types: [full_attention, slide]\n", ":6: layer_types.1: input should be 'full_attention'"),
-        (GOOD + "layer_types_pattern: [sliding_attention]\n", "sliding_window: required by sliding_attention layers"),
+        (
+            GOOD + "layer_types: [full_attention]\n",
+            ":6: layer_types: has 1 entries but num_hidden_layers is 2",
+        ),
+        (
+            GOOD + "layer_types: [full_attention, slide]\n",
+            ":6: layer_types.1: input should be 'full_attention'",
+        ),
+        (
+            GOOD + "layer_types_pattern: [sliding_attention]\n",
+            "sliding_window: required by sliding_attention layers",
+        ),
         (GOOD + "kv_lora_rank: 512\n", "qk_rope_head_dim: required with kv_lora_rank"),
-        (GOOD + "layer_types_pattern: [mamba]\n", "mamba_d_state, mamba_d_conv: required by mamba layers"),
+        (
+            GOOD + "layer_types_pattern: [mamba]\n",
+            "mamba_d_state, mamba_d_conv: required by mamba layers",
+        ),
         (GOOD + "layer_types_pattern: [linear_attention]\n", "linear_num_key_heads"),
-        ("name: x\nnum_hidden_layers: 1\nnum_attention_heads: 3\nhidden_size: 8\ntorch_dtype: bf16\n",
-         "head_dim: required, since hidden_size 8 is not a multiple of num_attention_heads 3"),
-        (GOOD.replace("num_attention_heads: 2\n", ""), "num_attention_heads: required key is missing"),
-        (GOOD + "sliding_window: 4\nlayer_types: [full_attention, full_attention]\n"
-         "layer_types_pattern: [full_attention]\n", "give one of them, not both"),
+        (
+            "name: x\nnum_hidden_layers: 1\nnum_attention_heads: 3\nhidden_size: 8\n"
+            "torch_dtype: bf16\n",
+            "head_dim: required, since hidden_size 8 is not a multiple of num_attention_heads 3",
+        ),
+        (
+            GOOD.replace("num_attention_heads: 2\n", ""),
+            "num_attention_heads: required key is missing",
+        ),
+        (
+            GOOD + "sliding_window: 4\nlayer_types: [full_attention, full_attention]\n"
+            "layer_types_pattern: [full_attention]\n",
+            "give one of them, not both",
+        ),
         ("name: x\n  foo: [1\n", ":2: malformed YAML"),
         ("- 1\n- 2\n", "a spec must be a mapping of keys to values, this is a list"),
         ("", "a spec must be a mapping of keys to values, this is empty"),
         ("just text\n", "this is a str"),
     ],
     ids=[
-        "unknown-key", "zero-size", "negative", "bad-dtype", "bad-state-dtype", "length",
-        "unknown-kind", "no-window", "mla-no-rope", "mamba-fields", "linear-fields",
-        "head-dim-undivisible", "missing", "both-forms", "malformed", "list", "empty", "scalar",
+        "unknown-key",
+        "zero-size",
+        "negative",
+        "bad-dtype",
+        "bad-state-dtype",
+        "length",
+        "unknown-kind",
+        "no-window",
+        "mla-no-rope",
+        "mamba-fields",
+        "linear-fields",
+        "head-dim-undivisible",
+        "missing",
+        "both-forms",
+        "malformed",
+        "list",
+        "empty",
+        "scalar",
     ],
 )
 def test_bad_spec_is_one_line_naming_file_and_field(

@@ -61,7 +61,9 @@ def test_parse_bytes_binary_and_decimal_are_literal(text: str, num_bytes: int) -
     assert parse_bytes(text) == num_bytes
 
 
-@pytest.mark.parametrize(("text", "hint"), [("80G", "80GiB"), ("80gib", "80GiB"), ("3 parsecs", "units")])
+@pytest.mark.parametrize(
+    ("text", "hint"), [("80G", "80GiB"), ("80gib", "80GiB"), ("3 parsecs", "units")]
+)
 def test_parse_bytes_refuses_ambiguous_with_hint(text: str, hint: str) -> None:
     with pytest.raises(UnitError, match=hint):
         parse_bytes(text)
@@ -125,7 +127,7 @@ def test_dtype_aliases(alias: str, name: str) -> None:
 
 
 def test_unknown_dtype_lists_allowed() -> None:
-    with pytest.raises(UnitError, match="allowed: .*q8_0.*nvfp4"):
+    with pytest.raises(UnitError, match=r"allowed: .*q8_0.*nvfp4"):
         resolve_dtype("fp9")
 
 

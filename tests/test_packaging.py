@@ -1,0 +1,84 @@
+"""The wheel carries the specs and py.typed, and works from any directory once installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("not run from a source checkout")
+    pytest.importorskip("hatchling")
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--wheel-dir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("kvplan-*.whl")
+    return built
+
+
+def test_wheel_contains_specs_and_typing_marker(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    specs = {n for n in names if n.startswith("kvplan/model_specs/") and n.endswith(".yaml")}
+    assert len(specs) == len(list((ROOT / "model_specs").glob("*.yaml")))
+    assert "kvplan/model_specs/llama-3.1-8b.yaml" in specs
+    assert "kvplan/py.typed" in names
+    assert any(n.endswith("entry_points.txt") for n in names)
+
+
+def test_installed_wheel_works_from_another_directory(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--quiet",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = (
+        "import kvplan, kvplan.catalog as c;"
+        f"print(c.specs_dir().is_relative_to({str(target)!r}));"
+        "print(kvplan.estimate(kvplan.load_model('gemma-3-27b'), 131072).kv_cache_bytes)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.split() == ["True", "11173625856"]
