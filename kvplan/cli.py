@@ -135,7 +135,7 @@ def calc(
             "--kv-dtype",
             "--kv-cache-dtype",
             help="Cache dtype for K and V: auto (the model's), float16, bfloat16, float32, fp8"
-            " (e4m3), fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4.",
+            " (e4m3), fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4.",
         ),
     ] = "auto",
     k_dtype: Annotated[
@@ -171,7 +171,7 @@ def calc(
             ("--k-dtype", k_dtype),
             ("--v-dtype", v_dtype),
         ):
-            if dtype is not None and dtype != "auto":
+            if dtype is not None and dtype.strip().lower() != "auto":
                 _option(name, resolve_dtype, dtype)
         est = estimate(
             spec, tokens, batch_size=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype
@@ -201,7 +201,7 @@ def models(output: FormatOpt = OutputFormat.table) -> None:
         if output is OutputFormat.json:
             _print_json(render.models_to_dict(rows))
         else:
-            _print_rich([render.models_view(rows)])
+            _print_rich(render.models_view(rows))
 
     _guard(run)
 

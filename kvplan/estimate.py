@@ -12,7 +12,7 @@ from typing import NamedTuple
 from kvplan.errors import UnitError
 from kvplan.layers import LayerCache, LayerTerm
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, resolve_dtype
+from kvplan.units import DType, format_count, resolve_dtype
 
 
 class LayerBreakdown(NamedTuple):
@@ -151,16 +151,18 @@ def bytes_per_token(spec: ModelSpec, kv_dtype: str | None = None) -> int:
 
 def explain(est: Estimate) -> list[str]:
     """The estimate worked as a textbook example: each layer group, then the sum."""
+    sequences = format_count(est.batch_size, "sequence")
     lines = [
-        f"KV cache of {est.model}: {est.context_tokens:,} tokens x {est.batch_size} sequences,"
+        f"KV cache of {est.model}: {format_count(est.context_tokens, 'token')} x {sequences},"
         f" K in {est.k_dtype.name}, V in {est.v_dtype.name}"
     ]
     for row in est.breakdown:
+        layers = format_count(row.num_layers, "layer")
         layer_bytes = row.bytes // (row.num_layers * est.batch_size)
         formula = row.layer.formula(est.context_tokens, est.k_dtype, est.v_dtype)
-        lines.append(f"{row.kind} ({row.layer.describe()}), {row.num_layers} layers:")
+        lines.append(f"{row.kind} ({row.layer.describe()}), {layers}:")
         lines.append(f"  one layer, one sequence: {formula} = {layer_bytes:,} B")
-        lines.append(f"  x {row.num_layers} layers x {est.batch_size} sequences = {row.bytes:,} B")
+        lines.append(f"  x {layers} x {sequences} = {row.bytes:,} B")
     terms = " + ".join(f"{row.bytes:,}" for row in est.breakdown) or "0"
     lines.append(f"total: {terms} = {est.kv_cache_bytes:,} B")
     return lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, Protocol
 
-from kvplan.units import DType
+from kvplan.units import DType, format_count
 
 #: The layer kinds a spec's ``layer_types`` may name.
 LAYER_KINDS = (
@@ -103,16 +103,11 @@ class FullAttention:
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
         kept = tokens_retained(self, context_tokens)
+        k_row = _row(self.num_kv_heads, self.head_dim, k_dtype)
         if self.head_dim == self.v_head_dim and k_dtype == v_dtype:
-            return (
-                f"2 (K,V) x {self.num_kv_heads} heads x {self.head_dim} dims"
-                f" x {_per_value(k_dtype)} x {kept:,} tokens"
-            )
-        return (
-            f"({self.num_kv_heads} heads x {self.head_dim} dims x {_per_value(k_dtype)}"
-            f" + {self.num_kv_heads} heads x {self.v_head_dim} dims x {_per_value(v_dtype)})"
-            f" x {kept:,} tokens"
-        )
+            return f"2 (K,V) x {k_row} x {format_count(kept, 'token')}"
+        v_row = _row(self.num_kv_heads, self.v_head_dim, v_dtype)
+        return f"({k_row} + {v_row}) x {format_count(kept, 'token')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +169,12 @@ class MLALatent:
         return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
-        return (
-            f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} rope) dims"
-            f" x {_per_value(k_dtype)} x {context_tokens:,} tokens"
-        )
+        values = self.kv_lora_rank + self.qk_rope_head_dim
+        if k_dtype.block_values == 1:
+            latent = f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} rope) dims"
+            return f"{latent} x {_per_value(k_dtype)} x {format_count(context_tokens, 'token')}"
+        row = f"{values} values in {k_dtype.name} = {k_dtype.row_bytes(values):,} B"
+        return f"({row}) x {format_count(context_tokens, 'token')}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +241,20 @@ class NoCache:
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
         return "0"
+
+
+def _row(heads: int, dims: int, dtype: DType) -> str:
+    """One token's K (or V) row: plain ``8 heads x 128 dims x 2 B (bfloat16)``, or for block
+    formats the whole blocks it takes: ``(8 heads x 128 dims = 1,024 values in q8_0 =
+    32 blocks x 34 B)``, since a partial block still costs a whole one."""
+    if dtype.block_values == 1:
+        return f"{heads} heads x {dims} dims x {_per_value(dtype)}"
+    values = heads * dims
+    blocks = dtype.row_bytes(values) // dtype.block_bytes
+    return (
+        f"({heads} heads x {dims} dims = {values:,} values in {dtype.name}"
+        f" = {blocks:,} blocks x {dtype.block_bytes} B)"
+    )
 
 
 def _per_value(dtype: DType) -> str:

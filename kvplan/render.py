@@ -93,7 +93,7 @@ def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list
 
 
 def models_to_dict(rows: list[tuple[ModelSpec, int]]) -> dict[str, Any]:
-    """The ``kvplan models --format json`` document: each spec with its bf16 bytes per token."""
+    """The ``kvplan models --format json`` document: each spec with its bytes per token."""
     return {
         "schema_version": SCHEMA_VERSION,
         "models": [
@@ -114,30 +114,43 @@ def models_to_dict(rows: list[tuple[ModelSpec, int]]) -> dict[str, Any]:
     }
 
 
-def models_view(rows: list[tuple[ModelSpec, int]]) -> RenderableType:
+def models_view(rows: list[tuple[ModelSpec, int]]) -> list[RenderableType]:
     """The ``kvplan models`` table."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"{len(rows)} bundled models", title_justify="left")
+    table = Table(box=box.SIMPLE_HEAD)
     for name, justify in (
         ("name", "left"),
-        ("hf_id", "left"),
         ("layers", "left"),
-        ("params", "right"),
+        ("params (active)", "right"),
         ("max ctx", "right"),
-        ("KV / token (model dtype)", "right"),
+        ("KV/token", "right"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for spec, per_token in rows:
         table.add_row(
             spec.name,
-            spec.hf_id or "",
-            ", ".join(f"{n} {k}" for k, n in _kind_counts(spec).items()),
+            ", ".join(f"{n} {_SHORT_KIND.get(k, k)}" for k, n in _kind_counts(spec).items()),
             _params(spec),
             format_tokens(spec.max_position_embeddings) if spec.max_position_embeddings else "",
             format_bytes(per_token),
         )
-    return table
+    return [
+        f"{len(rows)} bundled models; KV/token in the model's dtype at a short context;"
+        " `kvplan show NAME` for the rest",
+        table,
+    ]
+
+
+_SHORT_KIND = {
+    "full_attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "mla_latent": "mla",
+    "linear_attention": "linear",
+    "no_cache": "none",
+}
 
 
 def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
@@ -193,5 +206,5 @@ def _params(spec: ModelSpec) -> str:
         return ""
     total = f"{spec.num_parameters / 1e9:.1f}B"
     if spec.num_active_parameters:
-        return f"{total} ({spec.num_active_parameters / 1e9:.1f}B active)"
+        return f"{total} ({spec.num_active_parameters / 1e9:.1f}B)"
     return total

@@ -142,6 +142,18 @@ class ModelSpec(BaseModel):
     weight_dtype: str | None = Field(
         None, description="Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...)."
     )
+    num_quantized_parameters: PositiveInt | None = Field(
+        None,
+        description="Parameters stored in weight_dtype (e.g. MoE experts); the rest are in"
+        " torch_dtype. Absent: all of them.",
+    )
+    vocab_size: PositiveInt | None = Field(None, description="Vocabulary size.")
+    intermediate_size: PositiveInt | None = Field(
+        None, description="MLP width (dense layers; per expert for MoE models that set only it)."
+    )
+    tie_word_embeddings: bool | None = Field(
+        None, description="Input embedding and output head share one matrix."
+    )
 
     _layers: tuple[LayerCache, ...] = PrivateAttr(default=())
     _groups: tuple[tuple[LayerCache, int], ...] = PrivateAttr(default=())

@@ -192,6 +192,11 @@ def format_bytes(num_bytes: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def format_count(n: int, noun: str) -> str:
+    """``1 layer``, ``32 layers``, ``131,072 tokens``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def format_tokens(num_tokens: int) -> str:
     """A token count with thousands separators: ``32,768``."""
     return f"{num_tokens:,}"

@@ -1,0 +1,133 @@
+"""The docs cannot drift: commands, options, JSON keys and README output are checked here."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kvplan._docs import render_spec_doc
+from kvplan.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+runner = CliRunner()
+
+pytestmark = pytest.mark.skipif(not DOCS.is_dir(), reason="not run from a source checkout")
+
+
+def _commands() -> dict[str, Any]:
+    group: Any = typer.main.get_command(app)
+    return dict(group.commands)
+
+
+def _fenced_blocks(text: str, after_heading: str) -> list[str]:
+    section = text.split(after_heading, 1)[1]
+    return re.findall(r"```[a-z]*\n(.*?)```", section, flags=re.S)
+
+
+def test_spec_doc_is_generated_from_the_model() -> None:
+    text = (DOCS / "spec.md").read_text(encoding="utf-8")
+    assert text == render_spec_doc(text), "run: python -m kvplan._docs"
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_command_and_option_is_documented(name: str) -> None:
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert f"## kvplan {name}" in text
+    for param in _commands()[name].params:
+        for flag in getattr(param, "opts", []):
+            if flag.startswith("--"):
+                assert flag in text, f"docs/cli.md does not mention {flag} of kvplan {name}"
+
+
+def test_quick_start_is_exactly_two_commands() -> None:
+    (block, *_) = _fenced_blocks(README.read_text(encoding="utf-8"), "## Quick start")
+    commands = block.strip().splitlines()
+    assert len(commands) == 2
+    assert commands[0].startswith("pip install . && kvplan ")
+    assert "pytest" in commands[1]
+    assert "pip install" in commands[1]
+
+
+def _strip(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+
+
+def test_readme_quick_start_output_is_real() -> None:
+    text = README.read_text(encoding="utf-8")
+    command, _ = _fenced_blocks(text, "## Quick start")[0].strip().splitlines()
+    shown = _fenced_blocks(text, "The first prints:")[0]
+    args = shlex.split(command.split("&& kvplan ", 1)[1])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0
+    assert _strip(result.stdout) == _strip(shown)
+
+
+def test_readme_explain_example_is_real() -> None:
+    block = _fenced_blocks(README.read_text(encoding="utf-8"), "## More examples")[0]
+    command, *shown = block.strip().splitlines()
+    result = runner.invoke(app, shlex.split(command.removeprefix("$ kvplan ")))
+    assert result.exit_code == 0
+    assert _strip(result.stdout) == _strip("\n".join(shown))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["calc", "jamba-v0.1", "-c", "8", "-f", "json", "--explain"],
+        ["models", "-f", "json"],
+        ["show", "deepseek-v3", "-f", "json"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_every_json_key_is_documented(args: list[str]) -> None:
+    text = (DOCS / "json.md").read_text(encoding="utf-8")
+    doc = json.loads(runner.invoke(app, args).stdout)
+
+    def keys(value: object) -> set[str]:
+        if isinstance(value, dict):
+            return set(value) | {k for v in value.values() for k in keys(v)}
+        if isinstance(value, list):
+            return {k for v in value for k in keys(v)}
+        return set()
+
+    spec_keys = set(doc.get("spec", {}))  # the spec's own keys are documented in spec.md
+    for key in keys(doc) - spec_keys:
+        assert f"`{key}`" in text, f"docs/json.md does not document `{key}` of kvplan {args[0]}"
+
+
+def _shown_commands() -> list[tuple[str, str, str]]:
+    """Every ``$ kvplan ...`` example in the docs that needs no local file: (file, cmd, shown)."""
+    found = []
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            first, _, rest = block.partition("\n")
+            if not first.startswith("$ kvplan ") or "--help" in first:
+                continue
+            if any(arg.endswith((".yaml", ".yml", ".json")) for arg in shlex.split(first)):
+                continue
+            # a block may hold several commands; check up to the next prompt
+            found.append((path.name, first[2:], rest.split("\n$ ", 1)[0]))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("doc", "command", "shown"),
+    _shown_commands(),
+    ids=[f"{d}: {c}" for d, c, _ in _shown_commands()],
+)
+def test_documented_output_is_real(doc: str, command: str, shown: str) -> None:
+    result = runner.invoke(app, shlex.split(command)[1:])
+    actual, expected = _strip(result.stdout + result.stderr), _strip(shown)
+    if "..." in expected:  # an elided listing: the lines shown are its start
+        expected = expected[: expected.index("...")]
+        actual = actual[: len(expected)]
+    assert actual == expected, f"{doc}: {command}"
