@@ -1,0 +1,55 @@
+"""Rewrite the generated parts of the docs after a change of output: run from the repo root.
+
+- docs/spec.md: the key table, from the ModelSpec model (``python -m kvplan._docs``);
+- every ``$ kvplan ...`` example in README.md and docs/*.md that needs no local file: its
+  output block is replaced by what the command prints now (an elided block, ending in
+  ``...``, keeps its length).
+
+tests/test_docs.py fails until this has been run and the result reviewed and committed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvplan._docs import main as regenerate_spec_doc
+from kvplan.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rerun(block: str) -> str:
+    first, _, rest = block.partition("\n")
+    if not first.startswith("$ kvplan ") or "--help" in first or "\n$ " in rest:
+        return block
+    if any(a.endswith((".yaml", ".yml", ".json")) for a in shlex.split(first)):
+        return block
+    result = CliRunner().invoke(app, shlex.split(first[2:])[1:])
+    lines = [line.rstrip() for line in (result.stdout + result.stderr).strip().splitlines()]
+    shown = [line for line in rest.splitlines() if line.strip()]
+    if "..." in shown:
+        lines = [*lines[: shown.index("...")], "..."]
+    return first + "\n" + "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    regenerate_spec_doc()
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        new = re.sub(
+            r"(```[a-z]*\n)(.*?)(```)",
+            lambda m: m.group(1) + _rerun(m.group(2)) + m.group(3),
+            text,
+            flags=re.S,
+        )
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"rewrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
