@@ -220,3 +220,229 @@ def show(model: ModelArg, output: FormatOpt = OutputFormat.table) -> None:
             _print_rich(render.spec_view(spec))
 
     _guard(run)
+
+
+@app.command()
+def gpus(output: FormatOpt = OutputFormat.table) -> None:
+    """The accelerator catalog: runtime-reported memory, bandwidth, dense peak FLOP/s."""
+    from kvplan import render
+    from kvplan.hardware import list_gpus
+
+    def run() -> None:
+        catalog = list_gpus()
+        if output is OutputFormat.json:
+            _print_json(render.gpus_to_dict(catalog))
+        else:
+            _print_rich(render.gpus_view(catalog))
+
+    _guard(run)
+
+
+@app.command(name="plan")
+def plan_command(
+    model: ModelArg,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            "-g",
+            help="A catalog GPU (`kvplan gpus`): h100 (the H100 SXM 80GB), h200, a100-80gb,"
+            " l40s, rtx-4090, mi300x, ...",
+            show_default=False,
+        ),
+    ] = None,
+    gpu_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-memory",
+            help="Memory of the device as the runtime reports it (24GiB, 80GB); alone it"
+            " describes any device, with --gpu it replaces that GPU's memory.",
+            show_default=False,
+        ),
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int | None,
+        typer.Option(
+            "--tensor-parallel-size",
+            "-tp",
+            min=1,
+            help="GPUs sharding each layer.",
+            show_default=False,
+        ),
+    ] = None,
+    pipeline_parallel_size: Annotated[
+        int | None,
+        typer.Option(
+            "--pipeline-parallel-size",
+            "-pp",
+            min=1,
+            help="Pipeline stages (layers split).",
+            show_default=False,
+        ),
+    ] = None,
+    max_model_len: Annotated[
+        str | None,
+        typer.Option(
+            "--max-model-len",
+            help="Tokens per request (prompt + output): 32768, 32k (=32,000) or 32K (=32,768).",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-n", min=1, help="Concurrent requests.", show_default=False),
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        str,
+        typer.Option(
+            "--gpu-memory-utilization",
+            help="Share of the GPU's total memory the engine may use (vLLM's default 0.9).",
+        ),
+    ] = "0.9",
+    kv_cache_dtype: Annotated[
+        str,
+        typer.Option(
+            "--kv-cache-dtype",
+            "--kv-dtype",
+            help="auto (the model dtype), fp8, fp8_e5m2, bfloat16, float16, int8, q8_0, nvfp4...",
+        ),
+    ] = "auto",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="Model dtype in place of the spec's (bfloat16, float16...).",
+            show_default=False,
+        ),
+    ] = None,
+    quantization: Annotated[
+        str | None,
+        typer.Option(
+            "--quantization",
+            "-q",
+            help="Weight format for the linear layers: fp8, int8, int4, awq, gptq, mxfp4,"
+            " nvfp4 (group scales counted). Default: the checkpoint's own formats.",
+            show_default=False,
+        ),
+    ] = None,
+    overhead: Annotated[
+        str | None,
+        typer.Option(
+            "--overhead",
+            help="Per-GPU memory besides weights and KV cache (3GiB), replacing the estimate.",
+            show_default=False,
+        ),
+    ] = None,
+    kv_cache_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-cache-memory",
+            help="KV pool per GPU (40GiB), skipping the budget (vLLM --kv-cache-memory).",
+            show_default=False,
+        ),
+    ] = None,
+    block_size: Annotated[
+        int, typer.Option("--block-size", min=1, help="Tokens per KV page.")
+    ] = 16,
+    shared_prefix: Annotated[
+        str,
+        typer.Option(
+            "--shared-prefix",
+            help="Tokens of a prompt prefix every request shares, stored once (whole blocks).",
+        ),
+    ] = "0",
+    lengths: Annotated[
+        str | None,
+        typer.Option(
+            "--lengths",
+            help="JSONL or CSV of prompt and output lengths: concurrency for that mix.",
+            show_default=False,
+        ),
+    ] = None,
+    mean_length: Annotated[
+        str | None,
+        typer.Option(
+            "--mean-length", help="Mean request length (tokens) for the mix.", show_default=False
+        ),
+    ] = None,
+    p99_length: Annotated[
+        str | None,
+        typer.Option(
+            "--p99-length", help="99th-percentile request length (tokens).", show_default=False
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option(
+            "--max-num-batched-tokens",
+            min=1,
+            help="Tokens per forward pass; sizes the activation estimate.",
+        ),
+    ] = 8192,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
+
+    Give --max-model-len for the concurrency at that length, --concurrency for the longest
+    context that many requests reach, both (without -tp/-pp) for the smallest deployment.
+    """
+    from kvplan.catalog import load_model
+    from kvplan.hardware import custom_gpu, find_gpu
+    from kvplan.plan import parse_utilization, plan
+    from kvplan.units import parse_bytes, parse_tokens
+    from kvplan.workload import load_lengths
+
+    def run() -> None:
+        spec = load_model(model)
+        if gpu is None and gpu_memory is None:
+            _fail("give --gpu NAME (see `kvplan gpus`) or --gpu-memory SIZE")
+        device = find_gpu(gpu) if gpu is not None else None
+        if gpu_memory is not None:
+            device = custom_gpu(_option("--gpu-memory", parse_bytes, gpu_memory), device)
+        assert device is not None
+        length = _option("--max-model-len", parse_tokens, max_model_len) if max_model_len else None
+        mix: list[int] | None = None
+        if lengths is not None:
+            mix = load_lengths(lengths)
+        elif mean_length is not None or p99_length is not None:
+            mix = [
+                _option(name, parse_tokens, value)
+                for name, value in (("--mean-length", mean_length), ("--p99-length", p99_length))
+                if value is not None
+            ]
+        if length is None and concurrency is None and mix is None:
+            length = spec.max_position_embeddings
+        result = plan(
+            spec,
+            device,
+            tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size,
+            max_model_len=length,
+            concurrency=concurrency,
+            gpu_memory_utilization=_option(
+                "--gpu-memory-utilization", parse_utilization, gpu_memory_utilization
+            ),
+            kv_cache_dtype=None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype,
+            dtype=dtype,
+            quantization=quantization,
+            overhead_bytes=_option("--overhead", parse_bytes, overhead) if overhead else None,
+            kv_cache_memory_bytes=(
+                _option("--kv-cache-memory", parse_bytes, kv_cache_memory)
+                if kv_cache_memory
+                else None
+            ),
+            block_size=block_size,
+            shared_prefix_tokens=_option("--shared-prefix", parse_tokens, shared_prefix),
+            lengths=mix,
+            max_num_batched_tokens=max_num_batched_tokens,
+        )
+        from kvplan import render
+
+        if output is OutputFormat.json:
+            _print_json(render.plan_to_dict(result))
+        else:
+            _print_rich(render.plan_view(result))
+        if not result.fits:
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+    _guard(run)

@@ -4,10 +4,12 @@ The library raises these; the command line turns them into exit codes at its edg
 (``kvplan.cli``), so a user mistake never shows a traceback::
 
     KvplanError                      root of everything kvplan raises on purpose
-    ├── SpecError (ValueError)       a model spec file or mapping is invalid
-    ├── UnitError (ValueError)       a size, token count or dtype string cannot be read
-    └── ModelNotFoundError (LookupError)
-                                     no bundled model has that name, HF id or alias
+    ├── SpecError (ValueError)       an input file is invalid: a model spec, a length mix
+    ├── UnitError (ValueError)       a size, token count, dtype or setting cannot be used
+    ├── ModelNotFoundError (LookupError)
+    │                                no bundled model has that name, HF id or alias
+    └── UnknownGPUError (LookupError)
+                                     no catalog GPU has that name (kvplan.hardware)
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class KvplanError(Exception):
 
 
 class SpecError(KvplanError, ValueError):
-    """A model spec is invalid.
+    """An input file (a model spec, a length mix) is invalid.
 
     ``problems`` holds one line per problem, each naming the field
     (``layer_types.3: input should be ...``), and ``lines`` the 1-based line of each in the

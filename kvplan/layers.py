@@ -13,10 +13,10 @@ familiar 131,072 B (128 KiB) per token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, NamedTuple, Protocol
 
-from kvplan.units import DType, format_count
+from kvplan.units import DType, cdiv, format_count
 
 #: The layer kinds a spec's ``layer_types`` may name.
 LAYER_KINDS = (
@@ -50,6 +50,14 @@ class LayerCache(Protocol):
     def k_token_bytes(self, dtype: DType) -> int: ...
 
     def v_token_bytes(self, dtype: DType) -> int: ...
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        """What one of ``tensor_parallel_size`` ranks keeps of this layer."""
+        ...
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        """Pages of ``block_size`` tokens one sequence of ``context_tokens`` holds, worst case."""
+        ...
 
     def describe(self) -> str: ...
 
@@ -93,6 +101,14 @@ class FullAttention:
     def v_token_bytes(self, dtype: DType) -> int:
         return dtype.row_bytes(self.num_kv_heads * self.v_head_dim)
 
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return cdiv(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        # KV heads split across ranks; with fewer heads than ranks each rank keeps a replica
+        # of one head (vLLM, SGLang and TensorRT-LLM alike): 8 heads at TP 16 -> 1 per rank.
+        return replace(self, num_kv_heads=max(1, self.num_kv_heads // tensor_parallel_size))
+
     def describe(self) -> str:
         dims = (
             f"head_dim {self.head_dim}"
@@ -121,6 +137,13 @@ class SlidingWindowAttention(FullAttention):
     def max_tokens(self) -> int | None:
         return self.window
 
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        # The window (the current token and window - 1 before it) need not start on a block
+        # boundary, so it can touch one block more than it fills: window 1024 in blocks of
+        # 16 needs up to cdiv(1023, 16) + 1 = 65 blocks, not 64.
+        window_blocks = cdiv(self.window - 1, block_size) + 1
+        return min(cdiv(context_tokens, block_size), window_blocks)
+
     def describe(self) -> str:
         return f"{FullAttention.describe(self)}, window {self.window:,}"
 
@@ -135,6 +158,12 @@ class ChunkedLocalAttention(FullAttention):
     @property
     def max_tokens(self) -> int | None:
         return self.chunk
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        # Chunks start at multiples of the chunk size; one that is not a multiple of the block
+        # size straddles one extra block.
+        chunk_blocks = cdiv(self.chunk, block_size) + (1 if self.chunk % block_size else 0)
+        return min(cdiv(context_tokens, block_size), chunk_blocks)
 
     def describe(self) -> str:
         return f"{FullAttention.describe(self)}, chunk {self.chunk:,}"
@@ -164,6 +193,12 @@ class MLALatent:
 
     def v_token_bytes(self, dtype: DType) -> int:
         return 0
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return cdiv(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        return self  # the latent is shared by all heads, so every rank keeps all of it
 
     def describe(self) -> str:
         return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
@@ -206,6 +241,17 @@ class RecurrentState:
     def v_token_bytes(self, dtype: DType) -> int:
         return 0
 
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return 0
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        # The state is split like its heads (channels of the conv state, heads of the SSM).
+        return replace(
+            self,
+            conv_values=cdiv(self.conv_values, tensor_parallel_size),
+            ssm_values=cdiv(self.ssm_values, tensor_parallel_size),
+        )
+
     def describe(self) -> str:
         return (
             f"{self.kind} state: {self.conv_values:,} conv + {self.ssm_values:,} ssm values"
@@ -235,6 +281,12 @@ class NoCache:
 
     def v_token_bytes(self, dtype: DType) -> int:
         return 0
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return 0
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        return self
 
     def describe(self) -> str:
         return "keeps no cache"

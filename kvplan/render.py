@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvplan.estimate import Estimate, explain
+from kvplan.hardware import GPU
+from kvplan.plan import Plan
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes, format_tokens
 
@@ -208,3 +210,221 @@ def _params(spec: ModelSpec) -> str:
     if spec.num_active_parameters:
         return f"{total} ({spec.num_active_parameters / 1e9:.1f}B)"
     return total
+
+
+def plan_to_dict(p: Plan) -> dict[str, Any]:
+    """The ``kvplan plan --format json`` document. Byte figures are per GPU."""
+    mix = p.length_mix
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": p.model,
+        "gpu": p.gpu.name,
+        "tensor_parallel_size": p.tensor_parallel_size,
+        "pipeline_parallel_size": p.pipeline_parallel_size,
+        "replicas": p.replicas,
+        "num_gpus": p.num_gpus,
+        "max_model_len": p.max_model_len,
+        "concurrency": p.concurrency,
+        "gpu_memory_utilization": str(float(p.gpu_memory_utilization)),
+        "kv_cache_dtype": p.kv_dtype,
+        "weights_dtype": p.weights_model_dtype,
+        "quantization": p.quantization,
+        "total_memory_bytes": p.total_memory_bytes,
+        "usable_memory_bytes": p.usable_memory_bytes,
+        "weights_bytes": p.weights_bytes,
+        "overhead_bytes": p.overhead_bytes,
+        "overhead": {
+            "source": p.overhead.source,
+            "activation_bytes": p.overhead.activation_bytes,
+            "non_torch_bytes": p.overhead.non_torch_bytes,
+            "cuda_graph_bytes": p.overhead.cuda_graph_bytes,
+        },
+        "kv_cache_memory_bytes": p.kv_cache_memory_bytes,
+        "free_memory_bytes": p.free_memory_bytes,
+        "block_size": p.block_size,
+        "num_blocks": p.num_blocks,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "shared_prefix_tokens": p.shared_prefix_tokens,
+        "request_bytes": p.request_bytes,
+        "ideal_request_bytes": p.ideal_request_bytes,
+        "paged_waste_bytes": p.paged_waste_bytes,
+        "max_concurrency": p.max_concurrency,
+        "max_context_tokens": p.max_context_tokens,
+        "fits": p.fits,
+        "message": p.message,
+        "length_mix": None
+        if mix is None
+        else {
+            "num_requests": mix.num_requests,
+            "mean_tokens": mix.mean_tokens,
+            "p50_tokens": mix.p50_tokens,
+            "p99_tokens": mix.p99_tokens,
+            "max_tokens": mix.max_tokens,
+            "expected_concurrency": mix.expected_concurrency,
+            "worst_case_concurrency": mix.worst_case_concurrency,
+            "paged_bytes": mix.paged_bytes,
+            "ideal_bytes": mix.ideal_bytes,
+            "paged_waste_bytes": mix.paged_waste_bytes,
+        },
+        "stages": [
+            {
+                "index": s.index,
+                "first_layer": s.first_layer,
+                "last_layer": s.last_layer,
+                "weights_bytes": s.weights_bytes,
+                "kv_cache_memory_bytes": s.kv_cache_memory_bytes,
+                "num_blocks": s.num_blocks,
+                "kv_cache_tokens": s.kv_cache_tokens,
+                "block_bytes": s.block_bytes,
+                "request_bytes": s.request_bytes,
+                "max_concurrency": s.max_concurrency,
+            }
+            for s in p.stages
+        ],
+    }
+
+
+def plan_view(p: Plan) -> list[RenderableType]:
+    """The ``kvplan plan`` view: memory per GPU, then the answers."""
+    from rich import box
+    from rich.table import Table
+
+    layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
+    if p.replicas > 1:
+        layout += f" x {p.replicas} replicas"
+    heading = (
+        f"[bold]{p.model}[/bold] on {p.num_gpus} x {p.gpu.display_name} ({layout}),"
+        f" KV dtype {p.kv_dtype}, weights {p.quantization or p.weights_model_dtype},"
+        f" utilization {float(p.gpu_memory_utilization):g}"
+    )
+    memory = Table(box=box.SIMPLE_HEAD, title="memory per GPU", title_justify="left")
+    memory.add_column("")
+    for s in p.stages:
+        name = (
+            "GPU"
+            if len(p.stages) == 1
+            else f"stage {s.index} (layers {s.first_layer}-{s.last_layer})"
+        )
+        memory.add_column(name, justify="right", no_wrap=True)
+    usable = p.usable_memory_bytes
+    rows = [
+        ("total", [p.total_memory_bytes for _ in p.stages]),
+        (f"usable (x {float(p.gpu_memory_utilization):g})", [usable for _ in p.stages]),
+        ("weights", [s.weights_bytes for s in p.stages]),
+        (f"overhead ({p.overhead.source})", [s.overhead_bytes for s in p.stages]),
+        ("KV cache pool", [s.kv_cache_memory_bytes for s in p.stages]),
+        (
+            "free",
+            [
+                p.total_memory_bytes - s.weights_bytes - s.overhead_bytes - s.kv_cache_memory_bytes
+                for s in p.stages
+            ],
+        ),
+    ]
+    for label, values in rows:
+        memory.add_row(label, *(format_bytes(v) for v in values))
+    memory.add_row(
+        f"blocks of {p.block_size} tokens",
+        *(f"{s.num_blocks:,} ({format_tokens(s.kv_cache_tokens)} tokens)" for s in p.stages),
+    )
+    out: list[RenderableType] = [heading, memory]
+    if p.overhead.source == "estimate":
+        o = p.overhead
+        out.append(
+            f"overhead estimate: activation {format_bytes(o.activation_bytes)} + non-torch"
+            f" {format_bytes(o.non_torch_bytes)} + CUDA graphs {format_bytes(o.cuda_graph_bytes)}"
+            " (replace with --overhead)"
+        )
+    answers = Table(box=box.SIMPLE_HEAD, show_header=False)
+    answers.add_column("", style="bold")
+    answers.add_column("")
+    if p.max_model_len is not None:
+        answers.add_row("max model len", f"{format_tokens(p.max_model_len)} tokens")
+        if p.request_bytes is not None:
+            waste = p.paged_waste_bytes or 0
+            answers.add_row(
+                "one request",
+                f"{format_bytes(p.request_bytes)} per GPU in blocks"
+                f" ({format_bytes(waste)} of it paging waste)",
+            )
+        answers.add_row("max concurrency", f"{p.max_concurrency}")
+    if p.shared_prefix_tokens:
+        answers.add_row(
+            "shared prefix", f"{format_tokens(p.shared_prefix_tokens)} tokens, stored once"
+        )
+    if p.concurrency is not None and not p.searched:
+        answers.add_row("concurrency", str(p.concurrency))
+    if p.max_context_tokens is not None and not p.searched:
+        answers.add_row("max context", f"{format_tokens(p.max_context_tokens)} tokens")
+    if p.length_mix is not None:
+        m = p.length_mix
+        answers.add_row(
+            "length mix",
+            f"{m.num_requests:,} requests, mean {format_tokens(m.mean_tokens)}, p50"
+            f" {format_tokens(m.p50_tokens)}, p99 {format_tokens(m.p99_tokens)}, max"
+            f" {format_tokens(m.max_tokens)} tokens",
+        )
+        answers.add_row(
+            "expected concurrency",
+            f"{m.expected_concurrency} (worst case, all at max: {m.worst_case_concurrency})",
+        )
+        waste_share = 100 * m.paged_waste_bytes / m.paged_bytes if m.paged_bytes else 0.0
+        answers.add_row("paging waste", f"{waste_share:.1f}% of the mix's blocks")
+    answers.add_row("fits", "yes" if p.fits else "[red]no[/red]")
+    out.append(answers)
+    if p.message:
+        out.append(p.message)
+    return out
+
+
+def gpus_to_dict(gpus: tuple[GPU, ...]) -> dict[str, Any]:
+    """The ``kvplan gpus --format json`` document."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "gpus": [
+            {
+                "name": g.name,
+                "display_name": g.display_name,
+                "vendor": g.vendor,
+                "aliases": list(g.aliases),
+                "memory_bytes": g.memory_bytes,
+                "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+                "bf16_flops": g.bf16_flops,
+                "fp8_flops": g.fp8_flops,
+                "unified_memory": g.unified_memory,
+                "source": g.source,
+            }
+            for g in gpus
+        ],
+    }
+
+
+def gpus_view(gpus: tuple[GPU, ...]) -> list[RenderableType]:
+    """The ``kvplan gpus`` table."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD)
+    for name, justify in (
+        ("name", "left"),
+        ("memory (runtime total)", "right"),
+        ("bandwidth", "right"),
+        ("bf16 dense", "right"),
+        ("fp8 dense", "right"),
+        ("aliases", "left"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for g in gpus:
+        table.add_row(
+            g.name,
+            format_bytes(g.memory_bytes),
+            f"{g.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
+            f"{g.bf16_flops / 1e12:,.0f} TFLOP/s",
+            f"{g.fp8_flops / 1e12:,.0f} TFLOP/s" if g.fp8_flops else "",
+            ", ".join(g.aliases),
+        )
+    return [
+        f"{len(gpus)} accelerators; memory is what the runtime reports as total (GiB), rates"
+        " are dense peaks; `--format json` adds sources",
+        table,
+    ]

@@ -194,3 +194,170 @@ def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
     )
     assert '"kv_cache_bytes": 524288' in result.stdout  # 4 x 131072
     assert "HEAVY [] LOADED 1" in result.stdout
+
+
+# --- plan and gpus ---------------------------------------------------------------------------
+
+PLAN_KEYS = {
+    "gpu",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "num_gpus",
+    "max_model_len",
+    "total_memory_bytes",
+    "weights_bytes",
+    "overhead_bytes",
+    "kv_cache_memory_bytes",
+    "block_size",
+    "num_blocks",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "max_context_tokens",
+    "fits",
+}
+
+
+def test_plan_json_hand_checked() -> None:
+    code, out, err = run(
+        "plan",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--max-model-len",
+        "8K",
+        "--overhead",
+        "2GiB",
+        "-f",
+        "json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1
+    assert set(doc) >= PLAN_KEYS
+    assert doc["kv_cache_memory_bytes"] == 85_029_027_840 * 9 // 10 - 16_060_522_496 - 2 * 2**30
+    assert doc["num_blocks"] == 27_808
+    assert doc["max_concurrency"] == 54
+    assert doc["fits"] is True
+
+
+def test_plan_table_and_tp_flag() -> None:
+    code, out, err = run(
+        "plan", "llama-3.1-70b", "--gpu", "h100", "-tp", "4", "--max-model-len", "32K"
+    )
+    assert code == 0, err
+    assert "KV cache pool" in out
+    assert "overhead (estimate)" in out
+    assert "max concurrency" in out
+
+
+def test_plan_that_does_not_fit_exits_1() -> None:
+    code, out, _ = run(
+        "plan", "llama-3.1-405b", "--gpu", "h100", "--max-model-len", "8K", "-f", "json"
+    )
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["fits"] is False
+    assert "add GPUs" in doc["message"]
+
+
+def test_plan_smallest_deployment() -> None:
+    code, out, _ = run(
+        "plan",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100",
+        "--max-model-len",
+        "32K",
+        "--concurrency",
+        "64",
+        "-f",
+        "json",
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["num_gpus"] == (
+        doc["tensor_parallel_size"] * doc["pipeline_parallel_size"] * doc["replicas"]
+    )
+    assert doc["max_concurrency"] * doc["replicas"] >= 64
+
+
+def test_plan_lengths_file(tmp_path: Path) -> None:
+    jsonl = tmp_path / "requests.jsonl"
+    jsonl.write_text(
+        '{"prompt_tokens": 1000, "output_tokens": 200}\n'
+        '{"prompt_tokens": 5000, "output_tokens": 800}\n'
+        '{"prompt_tokens": 300, "output_tokens": 100}\n'
+    )
+    code, out, err = run(
+        "plan",
+        "llama-3.1-8b",
+        "--gpu",
+        "a100-80gb",
+        "--lengths",
+        str(jsonl),
+        "--kv-cache-memory",
+        "8GiB",
+        "-f",
+        "json",
+    )
+    assert code == 0, err
+    mix = json.loads(out)["length_mix"]
+    assert mix["num_requests"] == 3
+    assert mix["expected_concurrency"] == 26  # 3 x 8 GiB / (463 blocks x 2 MiB)
+    csv = tmp_path / "requests.csv"
+    csv.write_text("prompt_tokens,output_tokens\n1000,200\n5000,800\n300,100\n")
+    code, out2, _ = run(
+        "plan",
+        "llama-3.1-8b",
+        "--gpu",
+        "a100-80gb",
+        "--lengths",
+        str(csv),
+        "--kv-cache-memory",
+        "8GiB",
+        "-f",
+        "json",
+    )
+    assert json.loads(out2)["length_mix"] == mix
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "llama-3.1-8b", "--gpu", "h1000"], "unknown GPU 'h1000'; did you mean"),
+        (["plan", "llama-3.1-8b"], "give --gpu NAME"),
+        (["plan", "llama-3.1-8b", "--gpu-memory", "24G"], "--gpu-memory: ambiguous"),
+        (
+            ["plan", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-utilization", "1.2"],
+            "--gpu-memory-utilization: gpu memory utilization must be in (0, 1]",
+        ),
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-q", "q3"], "unknown quantization 'q3'"),
+        (
+            ["plan", "llama-3.1-8b", "--gpu", "h100", "--lengths", "nope.jsonl"],
+            "nope.jsonl: cannot read",
+        ),
+    ],
+)
+def test_plan_errors_exit_2(args: list[str], message: str) -> None:
+    code, out, err = run(*args)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in out + err
+
+
+def test_bad_lengths_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"prompt_tokens": 10, "output_tokens": 2}\n{"prompt_tokens": -1}\n')
+    code, _, err = run("plan", "llama-3.1-8b", "--gpu", "h100", "--lengths", str(path))
+    assert code == 2
+    assert f"{path}:2: prompt_tokens: must be a whole number >= 0, got -1" in err
+
+
+def test_gpus() -> None:
+    code, out, _ = run("gpus", "-f", "json")
+    assert code == 0
+    gpus = {g["name"]: g for g in json.loads(out)["gpus"]}
+    assert len(gpus) >= 25
+    assert gpus["h100-sxm"]["memory_bytes"] == 85_029_027_840
+    code, out, _ = run("gpus")
+    assert "79.19 GiB" in out

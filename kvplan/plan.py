@@ -1,0 +1,691 @@
+"""Capacity planning: what fits on a deployment, solved in exact integers.
+
+Per GPU: ``floor(total x utilization) - weights - overhead = KV pool`` (or ``kv_cache_memory``
+given directly). The pool is paged: each KV layer stores ``block_size`` tokens per page, and a
+request holds whole pages, as many as its layer kinds need (a sliding layer at most its window
+plus one, a recurrent layer a fixed state). Tensor parallelism shards weights and KV heads;
+pipeline parallelism splits layers into stages, and the tightest stage sets the answer.
+
+Every answer is checked by construction: a reported maximum fits and one more does not.
+
+Worked example (Llama 3.1 8B, bf16, one H100 SXM at utilization 0.9, 2 GiB overhead):
+usable = floor(85,029,027,840 x 0.9) = 76,526,125,056 B; weights 16,060,522,496 B; pool =
+76,526,125,056 - 16,060,522,496 - 2,147,483,648 = 58,318,118,912 B. A block is 16 tokens x
+131,072 B = 2,097,152 B, so 27,808 blocks = 444,928 tokens: 54 requests of 8,192 tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from kvplan.errors import UnitError
+from kvplan.estimate import cache_dtypes
+from kvplan.hardware import GPU
+from kvplan.layers import LayerCache, tokens_retained
+from kvplan.spec import ModelSpec
+from kvplan.units import DType, MiB, format_bytes, format_tokens
+from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+
+DEFAULT_UTILIZATION = Fraction(9, 10)
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 1024
+# The largest tensor-parallel size tried when searching for the smallest deployment: one node.
+MAX_SEARCH_TP = 8
+MAX_SEARCH_PP = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """Memory a serving engine needs besides weights and KV cache, per GPU.
+
+    The estimate (``source="estimate"``), read off vLLM v0.19 profiles on H100:
+
+    - activation peak of a profiling run of ``max_num_batched_tokens`` (T, default 8,192)
+      tokens and ``max_num_seqs`` (S, 1,024) sampled sequences:
+      ``T x (4 x hidden + 2 x intermediate / tp) x 2 B + S x vocab x 8 B`` (hidden states,
+      the MLP's gate and up projections, fp32 logits and their sampling copy). Llama 3.1 8B:
+      0.69 GiB + 0.98 GiB = 1.67 GiB (vLLM measures 1.89 GiB).
+    - non-torch memory (CUDA context, cuBLAS workspaces): 256 MiB, plus 1,792 MiB of NCCL and
+      all-reduce buffers when tensor-parallel (vLLM: 0.25 GiB at TP 1, 2.07 GiB at TP 2).
+    - CUDA graphs: 0 here, since vLLM up to v0.19 captures them after sizing the KV cache, out
+      of the ``1 - utilization`` headroom.
+
+    Engine profiles replace this with each engine's own rules; ``overhead=`` replaces it whole.
+    """
+
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    source: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.activation_bytes + self.non_torch_bytes + self.cuda_graph_bytes
+
+
+def estimate_overhead(
+    spec: ModelSpec,
+    tensor_parallel_size: int = 1,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> Overhead:
+    """The documented overhead estimate (see ``Overhead``) for one GPU."""
+    hidden = spec.hidden_size or 4096
+    intermediate = spec.intermediate_size or 4 * hidden
+    hidden_bytes = max_num_batched_tokens * (4 * hidden + 2 * intermediate // tensor_parallel_size)
+    logits_bytes = max_num_seqs * (spec.vocab_size or 32000) * 8
+    non_torch = 256 * MiB + (1792 * MiB if tensor_parallel_size > 1 else 0)
+    return Overhead(hidden_bytes * 2 + logits_bytes, non_torch, 0, "estimate")
+
+
+def given_overhead(overhead_bytes: int) -> Overhead:
+    """An overhead the user measured (``--overhead 3GiB``), in place of the estimate."""
+    return Overhead(overhead_bytes, 0, 0, "given")
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    layer: LayerCache
+    num_layers: int
+    page_bytes: int  # one page of block_size tokens in one layer
+    token_bytes: int  # one token in one layer (K + V)
+    state_bytes: int
+    shares_prefix: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One pipeline stage, seen from one of its GPUs."""
+
+    index: int
+    first_layer: int
+    last_layer: int
+    weights_bytes: int
+    overhead_bytes: int
+    kv_cache_memory_bytes: int
+    block_bytes: int
+    num_blocks: int
+    kv_cache_tokens: int
+    request_bytes: int | None
+    shared_bytes: int
+    max_concurrency: int | None
+    groups: tuple[_Group, ...] = field(repr=False)
+
+    def private_bytes(self, context_tokens: int, shared_blocks: int, block_size: int) -> int:
+        """Bytes one request of ``context_tokens`` holds beyond the shared prefix."""
+        total = 0
+        for g in self.groups:
+            blocks = g.layer.max_blocks(context_tokens, block_size)
+            if g.shares_prefix:
+                blocks -= min(blocks, shared_blocks)
+            total += (blocks * g.page_bytes + g.state_bytes) * g.num_layers
+        return total
+
+    def ideal_bytes(self, context_tokens: int) -> int:
+        """Bytes of the same request without paging: exactly the tokens each layer keeps."""
+        return sum(
+            (g.token_bytes * tokens_retained(g.layer, context_tokens) + g.state_bytes)
+            * g.num_layers
+            for g in self.groups
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LengthMix:
+    """Concurrency for a real mix of request lengths (prompt + output tokens each)."""
+
+    num_requests: int
+    mean_tokens: int
+    p50_tokens: int
+    p99_tokens: int
+    max_tokens: int
+    expected_concurrency: int
+    worst_case_concurrency: int
+    paged_bytes: int
+    ideal_bytes: int
+
+    @property
+    def paged_waste_bytes(self) -> int:
+        return self.paged_bytes - self.ideal_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The answer for one deployment: per-GPU memory, the pool, and what it holds.
+
+    Per-GPU figures are those of the tightest pipeline stage; ``stages`` holds them all.
+    ``max_concurrency`` is at ``max_model_len`` (every request reaching it);
+    ``max_context_tokens`` is the longest context ``concurrency`` requests can each reach.
+    """
+
+    model: str
+    gpu: GPU
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    replicas: int
+    max_model_len: int | None
+    concurrency: int | None
+    gpu_memory_utilization: Fraction
+    k_dtype: DType
+    v_dtype: DType
+    block_size: int
+    shared_prefix_tokens: int
+    overhead: Overhead
+    weights_model_dtype: str
+    quantization: str | None
+    stages: tuple[StagePlan, ...]
+    max_concurrency: int | None
+    max_context_tokens: int | None
+    fits: bool
+    message: str
+    request_bytes: int | None
+    ideal_request_bytes: int | None
+    length_mix: LengthMix | None = None
+    searched: bool = False
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.replicas
+
+    @property
+    def tightest(self) -> StagePlan:
+        """The stage that sets the answers: least concurrency, then fewest blocks."""
+        return min(
+            self.stages,
+            key=lambda s: (
+                s.max_concurrency if s.max_concurrency is not None else 1 << 62,
+                s.num_blocks,
+            ),
+        )
+
+    @property
+    def total_memory_bytes(self) -> int:
+        return self.gpu.memory_bytes
+
+    @property
+    def usable_memory_bytes(self) -> int:
+        return _usable(self.gpu.memory_bytes, self.gpu_memory_utilization)
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.tightest.weights_bytes
+
+    @property
+    def overhead_bytes(self) -> int:
+        return self.tightest.overhead_bytes
+
+    @property
+    def kv_cache_memory_bytes(self) -> int:
+        return self.tightest.kv_cache_memory_bytes
+
+    @property
+    def free_memory_bytes(self) -> int:
+        """What is left on the GPU: the headroom above utilization, or less if oversubscribed."""
+        t = self.tightest
+        return self.gpu.memory_bytes - t.weights_bytes - t.overhead_bytes - t.kv_cache_memory_bytes
+
+    @property
+    def num_blocks(self) -> int:
+        return min(s.num_blocks for s in self.stages)
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @property
+    def kv_dtype(self) -> str:
+        if self.k_dtype == self.v_dtype:
+            return self.k_dtype.name
+        return f"{self.k_dtype.name}/{self.v_dtype.name}"
+
+    @property
+    def paged_waste_bytes(self) -> int | None:
+        if self.request_bytes is None or self.ideal_request_bytes is None:
+            return None
+        return self.request_bytes - self.ideal_request_bytes
+
+
+def _usable(total_bytes: int, utilization: Fraction) -> int:
+    return total_bytes * utilization.numerator // utilization.denominator
+
+
+def parse_utilization(value: float | str | Fraction) -> Fraction:
+    """``0.9`` -> 9/10 exactly (via its decimal text, never binary float error)."""
+    try:
+        fraction = Fraction(str(value)) if not isinstance(value, Fraction) else value
+    except (ValueError, ZeroDivisionError):
+        raise UnitError(f"gpu memory utilization {value!r} is not a number") from None
+    if not 0 < fraction <= 1:
+        raise UnitError(f"gpu memory utilization must be in (0, 1], got {value}")
+    return fraction
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """Everything but the question: the model, where it runs and how it is configured."""
+
+    spec: ModelSpec
+    gpu: GPU
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: Fraction = DEFAULT_UTILIZATION
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    overhead_bytes: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+
+def plan(
+    spec: ModelSpec,
+    gpu: GPU,
+    *,
+    tensor_parallel_size: int | None = None,
+    pipeline_parallel_size: int | None = None,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+    gpu_memory_utilization: float | str | Fraction = DEFAULT_UTILIZATION,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    overhead_bytes: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    shared_prefix_tokens: int = 0,
+    lengths: Sequence[int] | None = None,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+) -> Plan:
+    """Plan ``spec`` on ``gpu``.
+
+    - ``max_model_len`` alone: the pool, and how many requests of that length fit at once.
+    - ``concurrency`` alone: the longest context that many requests can each reach.
+    - both, with neither parallel size given: the smallest deployment (tensor parallel within
+      the model's head divisibility, then pipeline stages, then replicas) that holds them.
+    - ``lengths``: concurrency for that mix of request lengths (prompt + output each).
+    """
+    if block_size < 1:
+        raise UnitError(f"block_size must be at least 1, got {block_size}")
+    if shared_prefix_tokens < 0:
+        raise UnitError(f"shared prefix must not be negative, got {shared_prefix_tokens}")
+    if concurrency is not None and concurrency < 1:
+        raise UnitError(f"concurrency must be at least 1, got {concurrency}")
+    if max_model_len is not None and max_model_len < 1:
+        raise UnitError(f"max_model_len must be at least 1, got {max_model_len}")
+    deployment = Deployment(
+        spec,
+        gpu,
+        tensor_parallel_size or 1,
+        pipeline_parallel_size or 1,
+        parse_utilization(gpu_memory_utilization),
+        kv_cache_dtype,
+        dtype,
+        quantization,
+        overhead_bytes,
+        kv_cache_memory_bytes,
+        block_size,
+        max_num_batched_tokens,
+    )
+    search = (
+        max_model_len is not None
+        and concurrency is not None
+        and tensor_parallel_size is None
+        and pipeline_parallel_size is None
+    )
+    if search:
+        assert max_model_len is not None
+        assert concurrency is not None
+        return _smallest_deployment(deployment, max_model_len, concurrency, shared_prefix_tokens)
+    return _solve(deployment, max_model_len, concurrency, shared_prefix_tokens, lengths)
+
+
+def _stages(d: Deployment) -> tuple[StagePlan, ...]:
+    """Memory and pages of every stage (one GPU each) of deployment ``d``."""
+    spec, tp = d.spec, d.tensor_parallel_size
+    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.dtype)
+    weights = model_weights(spec, d.dtype, d.quantization)
+    overhead = (
+        given_overhead(d.overhead_bytes)
+        if d.overhead_bytes is not None
+        else estimate_overhead(spec, tp, d.max_num_batched_tokens)
+    )
+    usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)
+    parts = pipeline_partition(spec.num_hidden_layers, d.pipeline_parallel_size)
+    stages = []
+    first = 0
+    for index, num_layers in enumerate(parts):
+        last = first + num_layers - 1
+        if len(parts) == 1:
+            layer_groups = spec.layer_groups
+        else:
+            counts: dict[LayerCache, int] = {}
+            for layer in spec.layers[first : last + 1]:
+                counts[layer] = counts.get(layer, 0) + 1
+            layer_groups = tuple(counts.items())
+        groups = tuple(
+            _group(layer.shard(tp), n, k_dtype, v_dtype, d.block_size) for layer, n in layer_groups
+        )
+        weights_bytes = stage_weight_bytes(
+            weights, spec.num_hidden_layers, num_layers, index == 0, index == len(parts) - 1, tp
+        )
+        if d.kv_cache_memory_bytes is not None:
+            pool = d.kv_cache_memory_bytes
+        else:
+            pool = max(0, usable - weights_bytes - overhead.total_bytes)
+        block_bytes = sum(g.page_bytes * g.num_layers for g in groups)
+        num_blocks = pool // block_bytes if block_bytes else 0
+        stages.append(
+            StagePlan(
+                index=index,
+                first_layer=first,
+                last_layer=last,
+                weights_bytes=weights_bytes,
+                overhead_bytes=overhead.total_bytes,
+                kv_cache_memory_bytes=pool,
+                block_bytes=block_bytes,
+                num_blocks=num_blocks,
+                kv_cache_tokens=num_blocks * d.block_size,
+                request_bytes=None,
+                shared_bytes=0,
+                max_concurrency=None,
+                groups=groups,
+            )
+        )
+        first = last + 1
+    return tuple(stages)
+
+
+def _group(layer: LayerCache, n: int, k: DType, v: DType, block_size: int) -> _Group:
+    token_bytes = layer.k_token_bytes(k) + layer.v_token_bytes(v)
+    return _Group(
+        layer=layer,
+        num_layers=n,
+        page_bytes=token_bytes * block_size,
+        token_bytes=token_bytes,
+        state_bytes=layer.state_bytes,
+        shares_prefix=layer.max_tokens is None,
+    )
+
+
+def _shared_blocks(prefix_tokens: int, tokens: int, block_size: int) -> int:
+    """Whole blocks of the shared prefix a request of ``tokens`` reuses. The block holding a
+    request's last token is always its own (engines recompute the last prompt token), so a
+    prefix never covers a whole request."""
+    return max(0, min(prefix_tokens, tokens - 1)) // block_size
+
+
+def _shared_bytes(stage: StagePlan, shared_blocks: int) -> int:
+    """The prefix's pages, stored once per GPU for all requests (full and MLA layers)."""
+    return sum(g.page_bytes * g.num_layers * shared_blocks for g in stage.groups if g.shares_prefix)
+
+
+def _concurrency(stage: StagePlan, tokens: int, shared_blocks: int, block_size: int) -> int | None:
+    """How many requests of ``tokens`` fit in the stage's pool beside the shared prefix.
+
+    None when the stage keeps nothing per request (its layers cache nothing): it sets no limit.
+    """
+    private = stage.private_bytes(tokens, shared_blocks, block_size)
+    room = stage.kv_cache_memory_bytes - _shared_bytes(stage, shared_blocks)
+    if private == 0:
+        return None
+    return room // private if room >= 0 else 0
+
+
+def _fits(stages: Sequence[StagePlan], tokens: int, n: int, shared: int, block_size: int) -> bool:
+    return all(
+        n * s.private_bytes(tokens, shared, block_size) + _shared_bytes(s, shared)
+        <= s.kv_cache_memory_bytes
+        for s in stages
+    )
+
+
+def _longest(stages: Sequence[StagePlan], n: int, shared: int, block_size: int, cap: int) -> int:
+    """The largest context in [0, cap] that ``n`` requests can each hold (-1: not even 0)."""
+    if not _fits(stages, 0, n, 0, block_size):
+        return -1
+    lo, hi = 0, cap
+    while lo < hi:  # invariant: lo fits
+        mid = (lo + hi + 1) // 2
+        if _fits(stages, mid, n, _shared_blocks(shared, mid, block_size), block_size):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _solve(
+    d: Deployment,
+    max_model_len: int | None,
+    concurrency: int | None,
+    shared_prefix: int,
+    lengths: Sequence[int] | None,
+) -> Plan:
+    spec, bs = d.spec, d.block_size
+    stages = _stages(d)
+    cap = max_model_len or spec.max_position_embeddings or 1 << 24
+    if shared_prefix > cap:
+        raise UnitError(f"shared prefix {shared_prefix:,} exceeds the context {cap:,}")
+    shared_blocks = _shared_blocks(shared_prefix, max_model_len or cap, bs)
+    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.dtype)
+    max_concurrency = request_bytes = ideal = max_context = None
+    if max_model_len is not None:
+        stages = tuple(_with_concurrency(s, max_model_len, shared_blocks, bs) for s in stages)
+        limiting = [s for s in stages if s.max_concurrency is not None]
+        if not limiting:
+            raise UnitError(f"{spec.name} keeps no per-request cache: concurrency is unbounded")
+        tight = min(limiting, key=lambda s: s.max_concurrency or 0)
+        max_concurrency = tight.max_concurrency
+        request_bytes = tight.request_bytes
+        ideal = tight.ideal_bytes(max_model_len)
+    target = concurrency if concurrency is not None else 1
+    if concurrency is not None or (max_model_len is None and not lengths):
+        max_context = _longest(stages, target, shared_prefix, bs, cap)
+    mix = _length_mix(stages, lengths, shared_prefix, bs) if lengths else None
+    fits, message = _verdict(
+        d, stages, max_model_len, concurrency, max_concurrency, max_context, shared_prefix, cap
+    )
+    return Plan(
+        model=spec.name,
+        gpu=d.gpu,
+        tensor_parallel_size=d.tensor_parallel_size,
+        pipeline_parallel_size=d.pipeline_parallel_size,
+        replicas=1,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        gpu_memory_utilization=d.gpu_memory_utilization,
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        block_size=bs,
+        shared_prefix_tokens=shared_prefix,
+        overhead=(
+            given_overhead(d.overhead_bytes)
+            if d.overhead_bytes is not None
+            else estimate_overhead(spec, d.tensor_parallel_size, d.max_num_batched_tokens)
+        ),
+        weights_model_dtype=model_weights(spec, d.dtype, d.quantization).model_dtype,
+        quantization=d.quantization,
+        stages=stages,
+        max_concurrency=max_concurrency,
+        max_context_tokens=None if max_context is None else max(max_context, 0),
+        fits=fits,
+        message=message,
+        request_bytes=request_bytes,
+        ideal_request_bytes=ideal,
+        length_mix=mix,
+    )
+
+
+def _with_concurrency(stage: StagePlan, tokens: int, shared_blocks: int, bs: int) -> StagePlan:
+    return replace(
+        stage,
+        request_bytes=stage.private_bytes(tokens, shared_blocks, bs),
+        shared_bytes=_shared_bytes(stage, shared_blocks),
+        max_concurrency=_concurrency(stage, tokens, shared_blocks, bs),
+    )
+
+
+def _length_mix(
+    stages: Sequence[StagePlan], lengths: Sequence[int], shared_prefix: int, bs: int
+) -> LengthMix:
+    ordered = sorted(lengths)
+    n = len(ordered)
+    # the tightest stage for the mix: the one with the least room per average request
+    best: LengthMix | None = None
+    for s in stages:
+        paged = sum(s.private_bytes(t, _shared_blocks(shared_prefix, t, bs), bs) for t in ordered)
+        ideal = sum(s.ideal_bytes(t) for t in ordered)
+        stored = _shared_bytes(s, _shared_blocks(shared_prefix, ordered[-1], bs))
+        room = max(0, s.kv_cache_memory_bytes - stored)
+        expected = room * n // paged if paged else 0
+        worst = _concurrency(s, ordered[-1], _shared_blocks(shared_prefix, ordered[-1], bs), bs)
+        mix = LengthMix(
+            num_requests=n,
+            mean_tokens=sum(ordered) // n,
+            p50_tokens=ordered[(n - 1) // 2],
+            p99_tokens=ordered[min(n - 1, -(-99 * n // 100) - 1)],
+            max_tokens=ordered[-1],
+            expected_concurrency=expected,
+            worst_case_concurrency=worst if worst is not None else expected,
+            paged_bytes=paged,
+            ideal_bytes=ideal,
+        )
+        if best is None or mix.expected_concurrency < best.expected_concurrency:
+            best = mix
+    assert best is not None
+    return best
+
+
+def _verdict(
+    d: Deployment,
+    stages: Sequence[StagePlan],
+    max_model_len: int | None,
+    concurrency: int | None,
+    max_concurrency: int | None,
+    max_context: int | None,
+    shared_prefix: int,
+    cap: int,
+) -> tuple[bool, str]:
+    """Whether the question's targets are met, and if not, one message saying what to change."""
+    tight = min(stages, key=lambda s: s.kv_cache_memory_bytes)
+    if tight.kv_cache_memory_bytes == 0 and d.kv_cache_memory_bytes is None:
+        need = tight.weights_bytes + tight.overhead_bytes
+        usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)
+        return False, (
+            f"weights ({format_bytes(tight.weights_bytes)}) and overhead"
+            f" ({format_bytes(tight.overhead_bytes)}) need {format_bytes(need)} per GPU, more"
+            f" than the {format_bytes(usable)} usable at utilization"
+            f" {float(d.gpu_memory_utilization):g}: add GPUs (-tp/-pp), quantize the weights"
+            " (--quantization) or use a larger GPU"
+        )
+    if max_model_len is not None and max_concurrency is not None:
+        wanted = concurrency or 1
+        if max_concurrency < wanted:
+            longest = _longest(stages, wanted, shared_prefix, d.block_size, cap)
+            need = wanted * (max(s.request_bytes or 0 for s in stages)) + max(
+                s.shared_bytes for s in stages
+            )
+            return False, (
+                f"{wanted} request{'s' if wanted > 1 else ''} of {format_tokens(max_model_len)}"
+                f" tokens need {format_bytes(need)} of KV cache per GPU, more than the"
+                f" {format_bytes(tight.kv_cache_memory_bytes)} available; at most"
+                f" {max_concurrency} fit at that length, and {wanted} fit up to"
+                f" {format_tokens(max(longest, 0))} tokens: lower --max-model-len or"
+                " --concurrency, raise --gpu-memory-utilization, use --kv-cache-dtype fp8, or"
+                " add GPUs (-tp/-pp)"
+            )
+        return True, (
+            f"{max_concurrency} concurrent requests of {format_tokens(max_model_len)} tokens fit"
+        )
+    if max_context is not None:
+        wanted = concurrency or 1
+        if max_context < 1:
+            return False, (
+                f"{wanted} concurrent requests do not fit even with 1 token each: lower"
+                " --concurrency or add GPUs (-tp/-pp)"
+            )
+        capped = " (the model's maximum)" if max_context == cap else ""
+        return True, (
+            f"{wanted} concurrent request{'s' if wanted > 1 else ''} can each reach"
+            f" {format_tokens(max_context)} tokens{capped}"
+        )
+    return True, ""
+
+
+def valid_tensor_parallel_sizes(spec: ModelSpec, limit: int = MAX_SEARCH_TP) -> list[int]:
+    """TP sizes the engines accept: query heads divide evenly, and KV heads either divide
+    evenly or are replicated (the TP size a multiple of them)."""
+    sizes = []
+    tp = 1
+    while tp <= limit:
+        heads_ok = spec.num_attention_heads % tp == 0
+        kv = spec.kv_heads
+        kv_ok = spec.kv_lora_rank is not None or kv % tp == 0 or tp % kv == 0
+        if heads_ok and kv_ok:
+            sizes.append(tp)
+        tp *= 2
+    return sizes
+
+
+def _smallest_deployment(d: Deployment, length: int, n: int, shared_prefix: int) -> Plan:
+    """The fewest GPUs (TP x PP x replicas) holding ``n`` requests of ``length`` tokens."""
+
+    best: tuple[tuple[int, int, int], Plan] | None = None
+    for tp in valid_tensor_parallel_sizes(d.spec):
+        for pp in range(1, min(MAX_SEARCH_PP, d.spec.num_hidden_layers) + 1):
+            if best is not None and tp * pp > best[0][0]:
+                break  # one replica alone already uses more GPUs than the best found
+            candidate = _solve(
+                replace(d, tensor_parallel_size=tp, pipeline_parallel_size=pp),
+                length,
+                None,
+                shared_prefix,
+                None,
+            )
+            per_replica = candidate.max_concurrency or 0
+            if per_replica < 1:
+                continue
+            replicas = -(-n // per_replica)
+            key = (tp * pp * replicas, tp * pp, pp)
+            if best is None or key < best[0]:
+                best = (key, replace(candidate, replicas=replicas))
+    if best is None:
+        largest = _solve(
+            replace(
+                d,
+                tensor_parallel_size=max(valid_tensor_parallel_sizes(d.spec)),
+                pipeline_parallel_size=min(MAX_SEARCH_PP, d.spec.num_hidden_layers),
+            ),
+            length,
+            n,
+            shared_prefix,
+            None,
+        )
+        return replace(
+            largest,
+            searched=True,
+            fits=False,
+            concurrency=n,
+            message=(
+                f"no deployment of up to {MAX_SEARCH_TP} x {MAX_SEARCH_PP} {d.gpu.name} GPUs holds"
+                f" one request of {format_tokens(length)} tokens: lower --max-model-len, quantize"
+                " (--quantization, --kv-cache-dtype fp8) or use a larger GPU"
+            ),
+        )
+    plan_ = best[1]
+    total = (plan_.max_concurrency or 0) * plan_.replicas
+    return replace(
+        plan_,
+        concurrency=n,
+        searched=True,
+        fits=True,
+        message=(
+            f"{plan_.num_gpus} x {d.gpu.name}: {plan_.replicas} replica"
+            f"{'s' if plan_.replicas > 1 else ''} of TP {plan_.tensor_parallel_size} x PP"
+            f" {plan_.pipeline_parallel_size}, holding {total} requests of"
+            f" {format_tokens(length)} tokens (>= {n})"
+        ),
+    )
