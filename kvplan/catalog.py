@@ -7,11 +7,10 @@ the whole catalog is read. Only aliases and misspellings pay for a full scan.
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 from pathlib import Path
 
-from kvplan.errors import ModelNotFoundError
+from kvplan.errors import ModelNotFoundError, closest
 from kvplan.spec import ModelSpec, load_spec
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -74,6 +73,6 @@ def load_model(model: str | Path) -> ModelSpec:
 
 
 def _suggest(key: str, known: dict[str, ModelSpec]) -> list[str]:
-    close = difflib.get_close_matches(key, list(known), n=8, cutoff=0.6)
+    close = closest(key, list(known), limit=8)
     # One suggestion per model, shown by its canonical name.
     return list(dict.fromkeys(known[c].name for c in close))[:3]

@@ -7,6 +7,7 @@ heavy, so that ``kvplan --help`` and a ``calc`` start about as fast as typer its
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from enum import Enum, IntEnum
@@ -16,6 +17,10 @@ import typer
 
 from kvplan import __version__
 from kvplan.errors import KvplanError
+
+# kvplan validates with pydantic but uses none of its plugins; looking them up scans every
+# installed distribution's entry points, a good share of a `calc`'s start-up. This process only.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 class ExitCode(IntEnum):
@@ -154,8 +159,8 @@ def calc(
 ) -> None:
     """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V."""
     from kvplan.catalog import load_model
-    from kvplan.estimate import estimate
-    from kvplan.estimate import explain as explain_lines
+    from kvplan.estimator import estimate
+    from kvplan.estimator import explain as explain_lines
     from kvplan.units import parse_tokens, resolve_dtype
 
     def run() -> None:
@@ -194,7 +199,7 @@ def models(output: FormatOpt = OutputFormat.table) -> None:
     """The bundled catalog: one row per model, with its KV bytes per token."""
     from kvplan import render
     from kvplan.catalog import list_models
-    from kvplan.estimate import bytes_per_token
+    from kvplan.estimator import bytes_per_token
 
     def run() -> None:
         rows = [(spec, bytes_per_token(spec)) for spec in list_models()]
@@ -388,7 +393,7 @@ def plan_command(
     """
     from kvplan.catalog import load_model
     from kvplan.hardware import custom_gpu, find_gpu
-    from kvplan.plan import parse_utilization, plan
+    from kvplan.planner import parse_utilization, plan
     from kvplan.units import parse_bytes, parse_tokens
     from kvplan.workload import load_lengths
 

@@ -58,3 +58,12 @@ class ModelNotFoundError(KvplanError, LookupError):
             f"unknown model {query!r}{hint} (`kvplan models` lists the catalog; "
             "a path to a spec file works too)"
         )
+
+
+def closest(
+    query: str, candidates: Sequence[str], limit: int = 3, cutoff: float = 0.6
+) -> list[str]:
+    """The candidates nearest to a mistyped ``query``, best first, for did-you-mean hints."""
+    import difflib  # only on the error path: keeps the start-up of every command light
+
+    return difflib.get_close_matches(query, list(candidates), n=limit, cutoff=cutoff)

@@ -7,10 +7,9 @@ their budgets from that number, so kvplan does too.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, replace
 
-from kvplan.errors import KvplanError
+from kvplan.errors import KvplanError, closest
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +57,7 @@ def find_gpu(name: str) -> GPU:
             known[label.lower()] = gpu
     if key in known:
         return known[key]
-    close = difflib.get_close_matches(key, list(known), n=6, cutoff=0.5)
+    close = closest(key, list(known), limit=6, cutoff=0.5)
     raise UnknownGPUError(name, list(dict.fromkeys(known[c].name for c in close))[:3])
 
 

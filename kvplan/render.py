@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.estimate import Estimate, explain
-from kvplan.hardware import GPU
-from kvplan.plan import Plan
+from kvplan.estimator import Estimate, explain
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes, format_tokens
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+
+    from kvplan.hardware import GPU
+    from kvplan.planner import Plan
 
 SCHEMA_VERSION = 1
 

@@ -11,7 +11,6 @@ tuple of frozen ``kvplan.layers`` objects, and the same grouped by identical lay
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from kvplan.errors import SpecError, UnitError
+from kvplan.errors import SpecError, UnitError, closest
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -389,7 +388,7 @@ def _describe_error(loc: tuple[int | str, ...], kind: str, msg: str) -> str:
     field = ".".join(str(part) for part in loc)
     msg = msg.removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _FIELDS, n=1, cutoff=0.6)
+        close = closest(str(loc[-1]), _FIELDS, limit=1)
         hint = (
             f"; did you mean {close[0]!r}?"
             if close

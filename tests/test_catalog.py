@@ -9,7 +9,7 @@ import yaml
 
 from kvplan.catalog import list_models, load_model, specs_dir
 from kvplan.errors import ModelNotFoundError
-from kvplan.estimate import bytes_per_token, estimate
+from kvplan.estimator import bytes_per_token, estimate
 from kvplan.spec import load_spec
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import SpecError, UnitError
-from kvplan.estimate import estimate
+from kvplan.estimator import estimate
 from kvplan.spec import ModelSpec, parse_spec
 
 KINDS = [

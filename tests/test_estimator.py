@@ -12,7 +12,7 @@ import pytest
 
 import kvplan
 from kvplan.errors import UnitError
-from kvplan.estimate import bytes_per_token, estimate, explain
+from kvplan.estimator import bytes_per_token, estimate, explain
 from kvplan.spec import ModelSpec, load_spec, parse_spec
 from kvplan.units import GiB
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from kvplan.errors import UnitError
-from kvplan.estimate import cache_dtypes
+from kvplan.estimator import cache_dtypes
 from kvplan.hardware import GPU
 from kvplan.layers import LayerCache, tokens_retained
 from kvplan.spec import ModelSpec
