@@ -24,16 +24,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _rerun(block: str) -> str:
     first, _, rest = block.partition("\n")
-    if not first.startswith("$ kvplan ") or "--help" in first or "\n$ " in rest:
+    if not first.startswith("$ kvplan ") or "--help" in first:
         return block
+    rest, prompt, after = rest.partition("\n$ ")  # a later command keeps its own lines
+    tail = prompt.lstrip("\n") + after if prompt else ""
     if any(a.endswith((".yaml", ".yml", ".json")) for a in shlex.split(first)):
         return block
     result = CliRunner().invoke(app, shlex.split(first[2:])[1:])
     lines = [line.rstrip() for line in (result.stdout + result.stderr).strip().splitlines()]
     shown = [line for line in rest.splitlines() if line.strip()]
     if "..." in shown:
-        lines = [*lines[: shown.index("...")], "..."]
-    return first + "\n" + "\n".join(lines) + "\n"
+        # keep as many non-blank lines as were shown (the test compares non-blank lines)
+        keep, count = 0, 0
+        while keep < len(lines) and count < shown.index("..."):
+            count += bool(lines[keep].strip())
+            keep += 1
+        lines = [*lines[:keep], "..."]
+    return first + "\n" + "\n".join(lines) + "\n" + tail
 
 
 def main() -> None:

@@ -406,17 +406,9 @@ def plan_command(
             device = custom_gpu(_option("--gpu-memory", parse_bytes, gpu_memory), device)
         assert device is not None
         length = _option("--max-model-len", parse_tokens, max_model_len) if max_model_len else None
-        mix: list[int] | None = None
-        if lengths is not None:
-            mix = load_lengths(lengths)
-        elif mean_length is not None or p99_length is not None:
-            mix = [
-                _option(name, parse_tokens, value)
-                for name, value in (("--mean-length", mean_length), ("--p99-length", p99_length))
-                if value is not None
-            ]
-        if length is None and concurrency is None and mix is None:
-            length = spec.max_position_embeddings
+        mix = load_lengths(lengths) if lengths is not None else None
+        mean = _option("--mean-length", parse_tokens, mean_length) if mean_length else None
+        p99 = _option("--p99-length", parse_tokens, p99_length) if p99_length else None
         result = plan(
             spec,
             device,
@@ -439,6 +431,8 @@ def plan_command(
             block_size=block_size,
             shared_prefix_tokens=_option("--shared-prefix", parse_tokens, shared_prefix),
             lengths=mix,
+            mean_length=mean,
+            p99_length=p99,
             max_num_batched_tokens=max_num_batched_tokens,
         )
         from kvplan import render

@@ -124,13 +124,16 @@ class StagePlan:
             total += (blocks * g.page_bytes + g.state_bytes) * g.num_layers
         return total
 
-    def ideal_bytes(self, context_tokens: int) -> int:
-        """Bytes of the same request without paging: exactly the tokens each layer keeps."""
-        return sum(
-            (g.token_bytes * tokens_retained(g.layer, context_tokens) + g.state_bytes)
-            * g.num_layers
-            for g in self.groups
-        )
+    def ideal_bytes(self, context_tokens: int, shared_tokens: int = 0) -> int:
+        """The same request without paging: exactly the tokens each layer keeps, less the
+        ``shared_tokens`` of a prefix stored once (in the layers that share it)."""
+        total = 0
+        for g in self.groups:
+            kept = tokens_retained(g.layer, context_tokens)
+            if g.shares_prefix:
+                kept -= min(kept, shared_tokens)
+            total += (g.token_bytes * kept + g.state_bytes) * g.num_layers
+        return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +178,7 @@ class Plan:
     shared_prefix_tokens: int
     overhead: Overhead
     weights_model_dtype: str
+    weights_format: str
     quantization: str | None
     stages: tuple[StagePlan, ...]
     max_concurrency: int | None
@@ -280,6 +284,14 @@ class Deployment:
     block_size: int = DEFAULT_BLOCK_SIZE
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
 
+    @property
+    def served_dtype(self) -> str | None:
+        """The dtype the model runs in: ``dtype`` if given; a float32 checkpoint runs in
+        bfloat16 (the engines' ``--dtype auto``); otherwise the spec's own (None)."""
+        if self.dtype is not None:
+            return self.dtype
+        return "bfloat16" if self.spec.torch_dtype == "float32" else None
+
 
 def plan(
     spec: ModelSpec,
@@ -298,6 +310,8 @@ def plan(
     block_size: int = DEFAULT_BLOCK_SIZE,
     shared_prefix_tokens: int = 0,
     lengths: Sequence[int] | None = None,
+    mean_length: int | None = None,
+    p99_length: int | None = None,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
 ) -> Plan:
     """Plan ``spec`` on ``gpu``.
@@ -306,7 +320,12 @@ def plan(
     - ``concurrency`` alone: the longest context that many requests can each reach.
     - both, with neither parallel size given: the smallest deployment (tensor parallel within
       the model's head divisibility, then pipeline stages, then replicas) that holds them.
-    - ``lengths``: concurrency for that mix of request lengths (prompt + output each).
+    - ``lengths``: concurrency for that mix of request lengths (prompt + output each), or
+      ``mean_length`` (expected concurrency) and ``p99_length`` (worst case) in its place.
+    - nothing asked: ``max_model_len`` is the model's ``max_position_embeddings``.
+
+    A float32 checkpoint is served in bfloat16 unless ``dtype`` says otherwise, as vLLM's and
+    SGLang's ``--dtype auto`` do; the cache dtype follows the served dtype.
     """
     if block_size < 1:
         raise UnitError(f"block_size must be at least 1, got {block_size}")
@@ -316,6 +335,9 @@ def plan(
         raise UnitError(f"concurrency must be at least 1, got {concurrency}")
     if max_model_len is not None and max_model_len < 1:
         raise UnitError(f"max_model_len must be at least 1, got {max_model_len}")
+    mix = _mix_lengths(lengths, mean_length, p99_length)
+    if max_model_len is None and concurrency is None and mix is None:
+        max_model_len = spec.max_position_embeddings
     deployment = Deployment(
         spec,
         gpu,
@@ -339,15 +361,37 @@ def plan(
     if search:
         assert max_model_len is not None
         assert concurrency is not None
-        return _smallest_deployment(deployment, max_model_len, concurrency, shared_prefix_tokens)
-    return _solve(deployment, max_model_len, concurrency, shared_prefix_tokens, lengths)
+        found = _smallest_deployment(deployment, max_model_len, concurrency, shared_prefix_tokens)
+        if mix is None or not found.fits:
+            return found
+        return replace(
+            found, length_mix=_length_mix(found.stages, mix, shared_prefix_tokens, block_size)
+        )
+    return _solve(deployment, max_model_len, concurrency, shared_prefix_tokens, mix)
+
+
+def _mix_lengths(
+    lengths: Sequence[int] | None, mean: int | None, p99: int | None
+) -> tuple[list[int], bool] | None:
+    """The request lengths to plan for, and whether they are a summary (mean, p99) rather
+    than a sample."""
+    if lengths:
+        if any(t < 0 for t in lengths):
+            raise UnitError("request lengths must not be negative")
+        return sorted(lengths), False
+    if mean is None and p99 is None:
+        return None
+    summary = [t for t in (mean, p99) if t is not None]
+    if any(t < 1 for t in summary):
+        raise UnitError("mean and p99 lengths must be at least 1 token")
+    return summary, True
 
 
 def _stages(d: Deployment) -> tuple[StagePlan, ...]:
     """Memory and pages of every stage (one GPU each) of deployment ``d``."""
     spec, tp = d.spec, d.tensor_parallel_size
-    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.dtype)
-    weights = model_weights(spec, d.dtype, d.quantization)
+    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
+    weights = model_weights(spec, d.served_dtype, d.quantization)
     overhead = (
         given_overhead(d.overhead_bytes)
         if d.overhead_bytes is not None
@@ -462,7 +506,7 @@ def _solve(
     max_model_len: int | None,
     concurrency: int | None,
     shared_prefix: int,
-    lengths: Sequence[int] | None,
+    mix_lengths: tuple[list[int], bool] | None,
 ) -> Plan:
     spec, bs = d.spec, d.block_size
     stages = _stages(d)
@@ -470,7 +514,8 @@ def _solve(
     if shared_prefix > cap:
         raise UnitError(f"shared prefix {shared_prefix:,} exceeds the context {cap:,}")
     shared_blocks = _shared_blocks(shared_prefix, max_model_len or cap, bs)
-    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.dtype)
+    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
+    weights = model_weights(spec, d.served_dtype, d.quantization)
     max_concurrency = request_bytes = ideal = max_context = None
     if max_model_len is not None:
         stages = tuple(_with_concurrency(s, max_model_len, shared_blocks, bs) for s in stages)
@@ -480,11 +525,11 @@ def _solve(
         tight = min(limiting, key=lambda s: s.max_concurrency or 0)
         max_concurrency = tight.max_concurrency
         request_bytes = tight.request_bytes
-        ideal = tight.ideal_bytes(max_model_len)
+        ideal = tight.ideal_bytes(max_model_len, shared_blocks * bs)
     target = concurrency if concurrency is not None else 1
-    if concurrency is not None or (max_model_len is None and not lengths):
+    if concurrency is not None or (max_model_len is None and mix_lengths is None):
         max_context = _longest(stages, target, shared_prefix, bs, cap)
-    mix = _length_mix(stages, lengths, shared_prefix, bs) if lengths else None
+    mix = _length_mix(stages, mix_lengths, shared_prefix, bs) if mix_lengths else None
     fits, message = _verdict(
         d, stages, max_model_len, concurrency, max_concurrency, max_context, shared_prefix, cap
     )
@@ -506,7 +551,8 @@ def _solve(
             if d.overhead_bytes is not None
             else estimate_overhead(spec, d.tensor_parallel_size, d.max_num_batched_tokens)
         ),
-        weights_model_dtype=model_weights(spec, d.dtype, d.quantization).model_dtype,
+        weights_model_dtype=weights.model_dtype,
+        weights_format=weights.description,
         quantization=d.quantization,
         stages=stages,
         max_concurrency=max_concurrency,
@@ -529,25 +575,35 @@ def _with_concurrency(stage: StagePlan, tokens: int, shared_blocks: int, bs: int
 
 
 def _length_mix(
-    stages: Sequence[StagePlan], lengths: Sequence[int], shared_prefix: int, bs: int
+    stages: Sequence[StagePlan],
+    mix_lengths: tuple[list[int], bool],
+    shared_prefix: int,
+    bs: int,
 ) -> LengthMix:
-    ordered = sorted(lengths)
-    n = len(ordered)
-    # the tightest stage for the mix: the one with the least room per average request
+    """Concurrency for a mix: a sample of lengths, or a (mean[, p99]) summary of one.
+
+    A sample: expected concurrency = pool x n / (the sample's paged bytes), i.e. the pool over
+    the mean request. A summary: the pool over a request of the mean length; the worst case is
+    every request at the p99 length (or at the sample's longest).
+    """
+    ordered, summary = mix_lengths
     best: LengthMix | None = None
     for s in stages:
-        paged = sum(s.private_bytes(t, _shared_blocks(shared_prefix, t, bs), bs) for t in ordered)
-        ideal = sum(s.ideal_bytes(t) for t in ordered)
-        stored = _shared_bytes(s, _shared_blocks(shared_prefix, ordered[-1], bs))
+        sample = ordered[:1] if summary else ordered
+        paged = sum(s.private_bytes(t, _shared_blocks(shared_prefix, t, bs), bs) for t in sample)
+        ideal = sum(s.ideal_bytes(t, _shared_blocks(shared_prefix, t, bs) * bs) for t in sample)
+        longest = ordered[-1]
+        stored = _shared_bytes(s, _shared_blocks(shared_prefix, longest, bs))
         room = max(0, s.kv_cache_memory_bytes - stored)
-        expected = room * n // paged if paged else 0
-        worst = _concurrency(s, ordered[-1], _shared_blocks(shared_prefix, ordered[-1], bs), bs)
+        expected = room * len(sample) // paged if paged else 0
+        worst = _concurrency(s, longest, _shared_blocks(shared_prefix, longest, bs), bs)
+        n = len(ordered)
         mix = LengthMix(
-            num_requests=n,
-            mean_tokens=sum(ordered) // n,
-            p50_tokens=ordered[(n - 1) // 2],
-            p99_tokens=ordered[min(n - 1, -(-99 * n // 100) - 1)],
-            max_tokens=ordered[-1],
+            num_requests=0 if summary else n,
+            mean_tokens=ordered[0] if summary else sum(ordered) // n,
+            p50_tokens=ordered[0] if summary else ordered[(n - 1) // 2],
+            p99_tokens=longest if summary else ordered[min(n - 1, -(-99 * n // 100) - 1)],
+            max_tokens=longest,
             expected_concurrency=expected,
             worst_case_concurrency=worst if worst is not None else expected,
             paged_bytes=paged,
@@ -571,6 +627,18 @@ def _verdict(
 ) -> tuple[bool, str]:
     """Whether the question's targets are met, and if not, one message saying what to change."""
     tight = min(stages, key=lambda s: s.kv_cache_memory_bytes)
+    heaviest = max(
+        stages, key=lambda s: s.weights_bytes + s.overhead_bytes + s.kv_cache_memory_bytes
+    )
+    used = heaviest.weights_bytes + heaviest.overhead_bytes + heaviest.kv_cache_memory_bytes
+    if d.kv_cache_memory_bytes is not None and used > d.gpu.memory_bytes:
+        return False, (
+            f"weights ({format_bytes(heaviest.weights_bytes)}), overhead"
+            f" ({format_bytes(heaviest.overhead_bytes)}) and the given KV cache memory"
+            f" ({format_bytes(heaviest.kv_cache_memory_bytes)}) need {format_bytes(used)} per GPU,"
+            f" more than its {format_bytes(d.gpu.memory_bytes)}: lower --kv-cache-memory or add"
+            " GPUs (-tp/-pp)"
+        )
     if tight.kv_cache_memory_bytes == 0 and d.kv_cache_memory_bytes is None:
         need = tight.weights_bytes + tight.overhead_bytes
         usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)

@@ -6,6 +6,7 @@ a removed or renamed key bumps it. docs/json.md describes each document.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvplan.estimator import Estimate, explain
@@ -14,9 +15,10 @@ from kvplan.units import format_bytes, format_tokens
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.table import Table
 
     from kvplan.hardware import GPU
-    from kvplan.planner import Plan
+    from kvplan.planner import Plan, StagePlan
 
 SCHEMA_VERSION = 1
 
@@ -229,6 +231,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "gpu_memory_utilization": str(float(p.gpu_memory_utilization)),
         "kv_cache_dtype": p.kv_dtype,
         "weights_dtype": p.weights_model_dtype,
+        "weights_format": p.weights_format,
         "quantization": p.quantization,
         "total_memory_bytes": p.total_memory_bytes,
         "usable_memory_bytes": p.usable_memory_bytes,
@@ -295,39 +298,10 @@ def plan_view(p: Plan) -> list[RenderableType]:
         layout += f" x {p.replicas} replicas"
     heading = (
         f"[bold]{p.model}[/bold] on {p.num_gpus} x {p.gpu.display_name} ({layout}),"
-        f" KV dtype {p.kv_dtype}, weights {p.quantization or p.weights_model_dtype},"
+        f" KV dtype {p.kv_dtype}, weights {p.weights_format},"
         f" utilization {float(p.gpu_memory_utilization):g}"
     )
-    memory = Table(box=box.SIMPLE_HEAD, title="memory per GPU", title_justify="left")
-    memory.add_column("")
-    for s in p.stages:
-        name = (
-            "GPU"
-            if len(p.stages) == 1
-            else f"stage {s.index} (layers {s.first_layer}-{s.last_layer})"
-        )
-        memory.add_column(name, justify="right", no_wrap=True)
-    usable = p.usable_memory_bytes
-    rows = [
-        ("total", [p.total_memory_bytes for _ in p.stages]),
-        (f"usable (x {float(p.gpu_memory_utilization):g})", [usable for _ in p.stages]),
-        ("weights", [s.weights_bytes for s in p.stages]),
-        (f"overhead ({p.overhead.source})", [s.overhead_bytes for s in p.stages]),
-        ("KV cache pool", [s.kv_cache_memory_bytes for s in p.stages]),
-        (
-            "free",
-            [
-                p.total_memory_bytes - s.weights_bytes - s.overhead_bytes - s.kv_cache_memory_bytes
-                for s in p.stages
-            ],
-        ),
-    ]
-    for label, values in rows:
-        memory.add_row(label, *(format_bytes(v) for v in values))
-    memory.add_row(
-        f"blocks of {p.block_size} tokens",
-        *(f"{s.num_blocks:,} ({format_tokens(s.kv_cache_tokens)} tokens)" for s in p.stages),
-    )
+    memory = _memory_table(p)
     out: list[RenderableType] = [heading, memory]
     if p.overhead.source == "estimate":
         o = p.overhead
@@ -378,6 +352,49 @@ def plan_view(p: Plan) -> list[RenderableType]:
     return out
 
 
+def _memory_table(p: Plan) -> Table:
+    """Memory per GPU: one column for a single stage, one row per stage for a pipeline."""
+    from rich import box
+    from rich.table import Table
+
+    usable = p.usable_memory_bytes
+    columns: list[tuple[str, Callable[[StagePlan], str]]] = [
+        ("weights", lambda s: format_bytes(s.weights_bytes)),
+        (f"overhead ({p.overhead.source})", lambda s: format_bytes(s.overhead_bytes)),
+        ("KV cache pool", lambda s: format_bytes(s.kv_cache_memory_bytes)),
+        (
+            "free",
+            lambda s: format_bytes(
+                p.total_memory_bytes - s.weights_bytes - s.overhead_bytes - s.kv_cache_memory_bytes
+            ),
+        ),
+        (
+            f"blocks of {p.block_size} tokens",
+            lambda s: f"{s.num_blocks:,} ({format_tokens(s.kv_cache_tokens)} tokens)",
+        ),
+    ]
+    title = (
+        f"memory per GPU: {format_bytes(p.total_memory_bytes)} total,"
+        f" {format_bytes(usable)} usable at {float(p.gpu_memory_utilization):g}"
+    )
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    if len(p.stages) == 1:
+        (stage,) = p.stages
+        table.add_column("")
+        table.add_column("per GPU", justify="right", no_wrap=True)
+        for label, cell in columns:
+            table.add_row(label, cell(stage))
+        return table
+    table.add_column("stage (layers)", no_wrap=True)
+    for label, _ in columns:
+        table.add_column(label, justify="right", no_wrap=True)
+    for s in p.stages:
+        table.add_row(
+            f"{s.index} ({s.first_layer}-{s.last_layer})", *(cell(s) for _, cell in columns)
+        )
+    return table
+
+
 def gpus_to_dict(gpus: tuple[GPU, ...]) -> dict[str, Any]:
     """The ``kvplan gpus --format json`` document."""
     return {
@@ -408,10 +425,10 @@ def gpus_view(gpus: tuple[GPU, ...]) -> list[RenderableType]:
     table = Table(box=box.SIMPLE_HEAD)
     for name, justify in (
         ("name", "left"),
-        ("memory (runtime total)", "right"),
-        ("bandwidth", "right"),
-        ("bf16 dense", "right"),
-        ("fp8 dense", "right"),
+        ("memory", "right"),
+        ("TB/s", "right"),
+        ("bf16 TFLOP/s", "right"),
+        ("fp8 TFLOP/s", "right"),
         ("aliases", "left"),
     ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -419,13 +436,13 @@ def gpus_view(gpus: tuple[GPU, ...]) -> list[RenderableType]:
         table.add_row(
             g.name,
             format_bytes(g.memory_bytes),
-            f"{g.bandwidth_bytes_per_s / 1e12:.2f} TB/s",
-            f"{g.bf16_flops / 1e12:,.0f} TFLOP/s",
-            f"{g.fp8_flops / 1e12:,.0f} TFLOP/s" if g.fp8_flops else "",
+            f"{g.bandwidth_bytes_per_s / 1e12:.2f}",
+            f"{g.bf16_flops / 1e12:,.0f}",
+            f"{g.fp8_flops / 1e12:,.0f}" if g.fp8_flops else "",
             ", ".join(g.aliases),
         )
     return [
-        f"{len(gpus)} accelerators; memory is what the runtime reports as total (GiB), rates"
-        " are dense peaks; `--format json` adds sources",
+        f"{len(gpus)} accelerators; memory is the total the runtime reports (binary units);"
+        " rates are dense peaks (bandwidth decimal); `--format json` adds sources",
         table,
     ]

@@ -49,6 +49,7 @@ class Weights:
     layers_bytes: int
     quantization: str | None
     model_dtype: str
+    description: str
 
     @property
     def total_bytes(self) -> int:
@@ -82,11 +83,14 @@ def model_weights(
                 f"unknown quantization {quantization!r}; allowed: {quantization_names()}"
             )
         quantized = layer_params
+        description = f"{fmt.name} linear layers, {model_dtype.name} embeddings"
     elif spec.weight_dtype is not None and spec.weight_dtype != spec.torch_dtype:
         fmt = _checkpoint_format(spec.weight_dtype)
         quantized = min(spec.num_quantized_parameters or layer_params, layer_params)
+        description = f"{fmt.name} for {quantized:,} parameters, {model_dtype.name} for the rest"
     else:
         fmt, quantized = model_dtype, 0
+        description = model_dtype.name
     plain = layer_params - quantized
     return Weights(
         embedding_bytes=model_dtype.row_bytes(embed_params),
@@ -94,6 +98,7 @@ def model_weights(
         layers_bytes=fmt.row_bytes(quantized) + model_dtype.row_bytes(plain),
         quantization=quantization.lower() if quantization else None,
         model_dtype=model_dtype.name,
+        description=description,
     )
 
 

@@ -85,6 +85,8 @@ def test_readme_explain_example_is_real() -> None:
         ["calc", "jamba-v0.1", "-c", "8", "-f", "json", "--explain"],
         ["models", "-f", "json"],
         ["show", "deepseek-v3", "-f", "json"],
+        ["plan", "llama-3.1-8b", "-g", "h100", "-pp", "2", "--mean-length", "2K", "-f", "json"],
+        ["gpus", "-f", "json"],
     ],
     ids=lambda a: a[0],
 )

@@ -347,3 +347,59 @@ def test_invariant_max_context(spec: kvplan.ModelSpec, pool: int, n: int, block:
             spec, H100, max_model_len=best + 1, kv_cache_memory_bytes=pool, block_size=block
         )
         assert (over.max_concurrency or 0) < n
+
+
+def test_shared_prefix_waste_is_never_negative() -> None:
+    p = llama8b(max_model_len=8192, kv_cache_memory_bytes=8 * GiB, shared_prefix_tokens=4096)
+    # the private part is 256 full blocks (4,096 tokens): nothing is wasted
+    assert p.request_bytes == p.ideal_request_bytes == 4096 * 131_072
+    assert p.paged_waste_bytes == 0
+
+
+def test_mean_and_p99_lengths() -> None:
+    # 8 GiB pool: a 1,500-token request takes cdiv(1500, 16) = 94 blocks, a 12,000-token one 750
+    p = llama8b(kv_cache_memory_bytes=8 * GiB, mean_length=1500, p99_length=12_000)
+    mix = p.length_mix
+    assert mix is not None
+    assert mix.expected_concurrency == 8 * GiB // (94 * LLAMA_8B_BLOCK) == 43
+    assert mix.worst_case_concurrency == 8 * GiB // (750 * LLAMA_8B_BLOCK) == 5
+    assert (mix.mean_tokens, mix.p99_tokens, mix.num_requests) == (1500, 12_000, 0)
+
+
+def test_length_mix_with_the_deployment_search() -> None:
+    spec = kvplan.load_model("llama-3.1-8b")
+    p = plan(
+        spec,
+        H100,
+        max_model_len=8192,
+        concurrency=100,
+        lengths=[1000, 3000],
+        overhead_bytes=2 * GiB,
+    )
+    assert p.searched
+    assert p.length_mix is not None
+    assert p.length_mix.num_requests == 2
+
+
+def test_float32_checkpoint_is_served_in_bfloat16() -> None:
+    spec = kvplan.load_model("gemma-2-9b")  # ships torch_dtype float32
+    assert spec.torch_dtype == "float32"
+    p = plan(spec, H100, max_model_len=4096)
+    assert p.kv_dtype == "bfloat16"
+    assert p.weights_model_dtype == "bfloat16"
+    assert plan(spec, H100, max_model_len=4096, dtype="float32").kv_dtype == "float32"
+
+
+def test_given_kv_memory_larger_than_the_gpu_does_not_fit() -> None:
+    p = llama8b(max_model_len=8192, kv_cache_memory_bytes=70 * GiB)
+    assert not p.fits
+    assert "lower --kv-cache-memory" in p.message
+
+
+def test_no_question_means_the_models_full_context() -> None:
+    assert llama8b().max_model_len == 131_072
+
+
+def test_mixed_checkpoint_is_described() -> None:
+    p = plan(kvplan.load_model("gpt-oss-20b"), H100, max_model_len=4096)
+    assert "mxfp4 for 19,110,297,600 parameters" in p.weights_format
