@@ -14,19 +14,20 @@ familiar 131,072 B (128 KiB) per token.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar, NamedTuple, Protocol
+from typing import ClassVar, Literal, NamedTuple, Protocol, get_args
 
 from kvplan.units import DType, cdiv, format_count
 
 #: The layer kinds a spec's ``layer_types`` may name.
-LAYER_KINDS = (
+LayerKind = Literal[
     "full_attention",
     "sliding_attention",
     "chunked_attention",
     "linear_attention",
     "mamba",
     "no_cache",
-)
+]
+LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
 
 
 class LayerCache(Protocol):

@@ -284,6 +284,12 @@ class Deployment:
     block_size: int = DEFAULT_BLOCK_SIZE
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
 
+    def overhead(self) -> Overhead:
+        """The given overhead, or the documented estimate for this deployment."""
+        if self.overhead_bytes is not None:
+            return given_overhead(self.overhead_bytes)
+        return estimate_overhead(self.spec, self.tensor_parallel_size, self.max_num_batched_tokens)
+
     @property
     def served_dtype(self) -> str | None:
         """The dtype the model runs in: ``dtype`` if given; a float32 checkpoint runs in
@@ -392,11 +398,7 @@ def _stages(d: Deployment) -> tuple[StagePlan, ...]:
     spec, tp = d.spec, d.tensor_parallel_size
     k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
     weights = model_weights(spec, d.served_dtype, d.quantization)
-    overhead = (
-        given_overhead(d.overhead_bytes)
-        if d.overhead_bytes is not None
-        else estimate_overhead(spec, tp, d.max_num_batched_tokens)
-    )
+    overhead = d.overhead()
     usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)
     parts = pipeline_partition(spec.num_hidden_layers, d.pipeline_parallel_size)
     stages = []
@@ -546,11 +548,7 @@ def _solve(
         v_dtype=v_dtype,
         block_size=bs,
         shared_prefix_tokens=shared_prefix,
-        overhead=(
-            given_overhead(d.overhead_bytes)
-            if d.overhead_bytes is not None
-            else estimate_overhead(spec, d.tensor_parallel_size, d.max_num_batched_tokens)
-        ),
+        overhead=d.overhead(),
         weights_model_dtype=weights.model_dtype,
         weights_format=weights.description,
         quantization=d.quantization,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import (
@@ -33,6 +33,7 @@ from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
     LayerCache,
+    LayerKind,
     LayerTerm,
     MLALatent,
     NoCache,
@@ -40,15 +41,6 @@ from kvplan.layers import (
     SlidingWindowAttention,
 )
 from kvplan.units import FLOAT_DTYPES, DType, resolve_dtype
-
-LayerKind = Literal[
-    "full_attention",
-    "sliding_attention",
-    "chunked_attention",
-    "linear_attention",
-    "mamba",
-    "no_cache",
-]
 
 # The C loader when PyYAML has it; both are the *safe* loader (no arbitrary objects).
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -9,16 +9,10 @@ from hypothesis import strategies as st
 
 from kvplan.errors import SpecError, UnitError
 from kvplan.estimator import estimate
+from kvplan.layers import LAYER_KINDS
 from kvplan.spec import ModelSpec, parse_spec
 
-KINDS = [
-    "full_attention",
-    "sliding_attention",
-    "chunked_attention",
-    "linear_attention",
-    "mamba",
-    "no_cache",
-]
+KINDS = list(LAYER_KINDS)
 small = st.integers(min_value=1, max_value=64)
 
 
