@@ -1,0 +1,358 @@
+"""vLLM's V1 engine: how it budgets memory, pages its KV cache, and what it prints.
+
+Rules read for vLLM v0.10 to v0.19 (vllm/v1/core/kv_cache_utils.py,
+vllm/v1/kv_cache_interface.py, vllm/v1/worker/gpu_worker.py, vllm/config/cache.py):
+
+- Budget per GPU: ``requested = total x gpu_memory_utilization``; ``available = requested -
+  weights - peak activation - non-torch memory``. CUDA graphs are captured after the KV cache
+  is sized, out of the ``1 - utilization`` headroom, so they are not subtracted.
+  ``--kv-cache-memory`` replaces ``available``.
+- Pages: each attention layer stores ``block_size`` tokens per page:
+  ``block_size x kv_heads_per_rank x head_size x 2 (K, V) x dtype bytes``; an MLA layer stores
+  one latent: ``block_size x (kv_lora_rank + qk_rope_head_dim) x dtype bytes``.
+- Groups: layers with the same cache spec form a type; hybrid models cut each type into groups
+  of ``group_size`` layers (the smallest type's count, or the largest's when it is under 1.5x the
+  smallest), padding the last group. ``num_blocks = available // page // group_size``, the
+  minimum over pipeline stages.
+- Printed: ``GPU KV cache size: {num_blocks // num_groups x block_size:,} tokens`` and
+  ``Maximum concurrency for {max_model_len:,} tokens per request: {x:.2f}x`` with
+  ``x = num_blocks / sum over groups of blocks one request needs``: a full group
+  ``cdiv(max_model_len, block_size)``; a sliding group
+  ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1``; a chunked
+  group ``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block_size)``.
+
+Worked example (Llama 3.1 8B, H100, the logged available 58.11 GiB): a page is 16 x 8 x 128
+x 2 x 2 B = 65,536 B; 32 layers in one group; 29,751 blocks x 16 = 476,016 tokens; a request of
+8,192 tokens needs 512 blocks, so 29,751 / 512 = 58.11x.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError
+from kvplan.hardware import GPU
+from kvplan.layers import (
+    ChunkedLocalAttention,
+    FullAttention,
+    LayerCache,
+    MLALatent,
+    NoCache,
+    SlidingWindowAttention,
+)
+from kvplan.planner import parse_utilization
+from kvplan.spec import ModelSpec
+from kvplan.units import DType, GiB, MiB, cdiv, resolve_dtype
+from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+
+VERSIONS = ("0.19",)
+DEFAULT_VERSION = "0.19"
+
+
+@dataclass(frozen=True, slots=True)
+class VllmConfig:
+    """The vLLM flags that size the KV cache, with vLLM's defaults (H100-class, online serving)."""
+
+    max_model_len: int
+    gpu_memory_utilization: Fraction = Fraction(9, 10)
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 1024
+    block_size: int = 16
+    kv_cache_dtype: str | None = None
+    kv_cache_memory_bytes: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    dtype: str | None = None
+    quantization: str | None = None
+    version: str = DEFAULT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class PageSpec:
+    """One layer's cache spec as vLLM sees it: what a page holds and how many a request needs."""
+
+    kind: str  # full | sliding | chunked | mla
+    page_bytes: int
+    window: int = 0
+
+    def blocks_per_request(self, cfg: VllmConfig) -> int:
+        bs, length, batched = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens
+        match self.kind:
+            case "sliding":
+                # the window need not start on a block boundary: one block more
+                return cdiv(min(self.window - 1 + batched, length), bs) + 1
+            case "chunked":
+                return cdiv(min(self.window + batched, length), bs)
+            case _:
+                return cdiv(length, bs)
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """vLLM's profiled memory besides the weights, per GPU, as modelled here.
+
+    - ``weights``: parameters in their formats (kvplan.weights), plus the rotary cos/sin cache
+      of ``max_position_embeddings x head_dim`` values in the model dtype.
+    - ``peak_activation`` of the profiling run: the MLP's gate and up projections for
+      ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype bytes``) and, on the
+      stage that samples, ``max_num_seqs x vocab x 12 B`` (fp32 logits and two fp32 working
+      copies in the sampler). Llama 3.1 8B: 0.44 + 1.47 = 1.90 GiB (logged 1.89).
+    - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
+      NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
+      pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
+      GiB logged).
+    These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
+    """
+
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StageResult:
+    index: int
+    first_layer: int
+    last_layer: int
+    overhead: Overhead
+    available_bytes: int
+    num_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class VllmResult:
+    """The modelled start-up of vLLM for one deployment: per stage, and what it prints."""
+
+    config: VllmConfig
+    stages: tuple[StageResult, ...]
+    page_bytes: int
+    num_groups: int
+    group_size: int
+    num_gpu_blocks: int
+    gpu_kv_cache_tokens: int
+    blocks_per_request: int
+    max_concurrency: Fraction
+    padding_layers: int
+
+    @property
+    def available_bytes(self) -> int:
+        """What the first worker prints as ``Available KV cache memory``."""
+        return self.stages[0].available_bytes
+
+    def log_lines(self) -> tuple[str, ...]:
+        return (
+            f"Available KV cache memory: {self.available_bytes / GiB:.2f} GiB",
+            f"GPU KV cache size: {self.gpu_kv_cache_tokens:,} tokens",
+            f"Maximum concurrency for {self.config.max_model_len:,} tokens per request:"
+            f" {float(self.max_concurrency):.2f}x",
+        )
+
+    def to_engine_result(self) -> EngineResult:
+        return EngineResult(
+            engine="vllm",
+            engine_version=self.config.version,
+            kv_cache_bytes=self.num_gpu_blocks * self.page_bytes * self.group_size,
+            num_blocks=self.num_gpu_blocks,
+            block_size=self.config.block_size,
+            kv_cache_tokens=self.gpu_kv_cache_tokens,
+            engine_log={
+                "num_gpu_blocks": self.num_gpu_blocks,
+                "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
+                "max_concurrency": round(float(self.max_concurrency), 2),
+                "available_kv_cache_gib": round(self.available_bytes / GiB, 2),
+            },
+            log_lines=self.log_lines(),
+        )
+
+
+def page_spec(layer: LayerCache, tp: int, dtype: DType, block_size: int) -> PageSpec | None:
+    """vLLM's cache spec of one layer on one rank; None for layers without a KV cache."""
+    match layer:
+        case MLALatent():
+            return PageSpec(
+                "mla", block_size * dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim)
+            )
+        case SlidingWindowAttention() | ChunkedLocalAttention() | FullAttention():
+            heads = max(1, layer.num_kv_heads // tp)
+            page = block_size * dtype.row_bytes(heads * layer.head_dim) * 2
+            if isinstance(layer, SlidingWindowAttention):
+                return PageSpec("sliding", page, layer.window)
+            if isinstance(layer, ChunkedLocalAttention):
+                return PageSpec("chunked", page, layer.chunk)
+            return PageSpec("full", page)
+        case NoCache():
+            return None
+    raise UnitError(
+        f"vLLM profile: {layer.kind} layers (recurrent state pages) are not modelled yet"
+    )
+
+
+def kv_cache_groups(specs: Sequence[PageSpec]) -> tuple[list[tuple[PageSpec, int]], int, int]:
+    """vLLM's groups for one model: ``([(spec, layers in group)...], group_size, padding)``.
+
+    Uniform models form one group of every layer. Hybrids cut each type into groups of
+    ``group_size`` layers: the smallest type's count, or the largest's when under 1.5x it.
+    Gemma 3 12B: 40 sliding + 8 full -> group size 8, six groups, no padding.
+    """
+    by_type: dict[PageSpec, int] = {}
+    for spec in specs:
+        by_type[spec] = by_type.get(spec, 0) + 1
+    if len(by_type) <= 1:
+        return list(by_type.items()), max(by_type.values(), default=0), 0
+    pages = {s.page_bytes for s in by_type}
+    if len(pages) != 1:
+        raise UnitError("vLLM profile: hybrid models with unequal page sizes are not modelled yet")
+    smallest, largest = min(by_type.values()), max(by_type.values())
+    group_size = largest if largest < smallest * 1.5 else smallest
+    groups: list[tuple[PageSpec, int]] = []
+    padding = 0
+    for spec, count in by_type.items():
+        num_groups = cdiv(count, group_size)
+        padding += num_groups * group_size - count
+        groups.extend((spec, group_size) for _ in range(num_groups))
+    return groups, group_size, padding
+
+
+def estimate_overhead(
+    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int
+) -> Overhead:
+    """The modelled profile of one GPU (see ``Overhead``)."""
+    dtype = resolve_dtype(_served_dtype(spec, cfg) or spec.torch_dtype)
+    head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
+    rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
+    intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
+    activation = cfg.max_num_batched_tokens * 2 * intermediate * dtype.block_bytes
+    if samples:
+        activation += cfg.max_num_seqs * (spec.vocab_size or 32000) * 12
+    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+    if tp > 1:
+        non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB
+    elif pp > 1:
+        non_torch = 72 * MiB
+    else:
+        non_torch = 256 * MiB
+    return Overhead(weights_bytes + rotary, activation, non_torch)
+
+
+def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
+    if cfg.dtype is not None:
+        return cfg.dtype
+    return "bfloat16" if spec.torch_dtype == "float32" else None
+
+
+def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
+    """vLLM's start-up for ``spec`` on ``gpu``: budget, blocks, and its printed figures."""
+    if cfg.version not in VERSIONS:
+        from kvplan.engines.base import UnknownEngineError
+
+        raise UnknownEngineError(
+            f"vLLM {cfg.version} is not modelled; modelled: {', '.join(VERSIONS)}"
+        )
+    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+    served = _served_dtype(spec, cfg)
+    cache_dtype = resolve_dtype(cfg.kv_cache_dtype or served or spec.torch_dtype)
+    layer_specs = [page_spec(layer, tp, cache_dtype, cfg.block_size) for layer in spec.layers]
+    cached = [s for s in layer_specs if s is not None]
+    groups, group_size, padding = kv_cache_groups(cached)
+    if not groups:
+        raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
+    page = groups[0][0].page_bytes
+    weights = model_weights(spec, served, cfg.quantization)
+    usable = (
+        gpu.memory_bytes
+        * cfg.gpu_memory_utilization.numerator
+        // cfg.gpu_memory_utilization.denominator
+    )
+    parts = pipeline_partition(spec.num_hidden_layers, pp)
+    stages = []
+    first = 0
+    for index, count in enumerate(parts):
+        last = first + count - 1
+        is_last = index == len(parts) - 1
+        stage_weights = stage_weight_bytes(
+            weights, spec.num_hidden_layers, count, index == 0, is_last, tp
+        )
+        overhead = estimate_overhead(spec, cfg, samples=is_last, weights_bytes=stage_weights)
+        if cfg.kv_cache_memory_bytes is not None:
+            available = cfg.kv_cache_memory_bytes
+        else:
+            used = overhead.weights_bytes + overhead.activation_bytes + overhead.non_torch_bytes
+            available = max(0, usable - used)
+        stage_group_size = _stage_group_size(layer_specs, groups, group_size, first, last)
+        stages.append(
+            StageResult(
+                index, first, last, overhead, available, available // page // stage_group_size
+            )
+        )
+        first = last + 1
+    num_blocks = min(s.num_blocks for s in stages)
+    return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
+
+
+def _stage_group_size(
+    layer_specs: Sequence[PageSpec | None],
+    groups: Sequence[tuple[PageSpec, int]],
+    group_size: int,
+    first: int,
+    last: int,
+) -> int:
+    """Layers per group on the stage holding layers ``first..last``: vLLM projects the global
+    groups onto each worker. A type's layers are dealt round-robin into its groups
+    (``layers[i::num_groups]``), so each stage keeps a share of every group."""
+    if first == 0 and last == len(layer_specs) - 1:
+        return group_size
+    largest = 0
+    for spec in dict.fromkeys(g for g, _ in groups):
+        members = [i for i, s in enumerate(layer_specs) if s == spec]
+        num_groups = sum(1 for g, _ in groups if g == spec)
+        for j in range(num_groups):
+            on_stage = sum(1 for i in members[j::num_groups] if first <= i <= last)
+            largest = max(largest, on_stage)
+    return max(1, largest)
+
+
+def from_available(spec: ModelSpec, available_bytes: int, cfg: VllmConfig) -> VllmResult:
+    """vLLM's blocks and printed figures given the KV memory it reported as available."""
+    device = GPU("given", "a GPU", "unknown", 0, 0, 0, None, "given")
+    return profile(spec, device, replace(cfg, kv_cache_memory_bytes=available_bytes))
+
+
+def _result(
+    cfg: VllmConfig,
+    stages: tuple[StageResult, ...],
+    groups: Sequence[tuple[PageSpec, int]],
+    group_size: int,
+    padding: int,
+    num_blocks: int,
+) -> VllmResult:
+    per_request = sum(spec.blocks_per_request(cfg) for spec, _ in groups)
+    return VllmResult(
+        config=cfg,
+        stages=stages,
+        page_bytes=groups[0][0].page_bytes,
+        num_groups=len(groups),
+        group_size=group_size,
+        num_gpu_blocks=num_blocks,
+        gpu_kv_cache_tokens=num_blocks // len(groups) * cfg.block_size,
+        blocks_per_request=per_request,
+        max_concurrency=Fraction(num_blocks, per_request),
+        padding_layers=padding,
+    )
+
+
+def config(
+    max_model_len: int,
+    *,
+    gpu_memory_utilization: float | str | Fraction = Fraction(9, 10),
+    **kwargs: object,
+) -> VllmConfig:
+    """A ``VllmConfig`` from vLLM's own flag names (``tensor_parallel_size``, ``block_size``...)."""
+    return VllmConfig(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=parse_utilization(gpu_memory_utilization),
+        **kwargs,  # type: ignore[arg-type]
+    )

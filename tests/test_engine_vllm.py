@@ -1,0 +1,162 @@
+"""vLLM v0.19 start-up figures recomputed from each reference log's settings and config.
+
+The cases are the vLLM v0.19.0 H100 logs of the shared reference (engine_logs.yaml, ids
+``vllm-llmd-*``), numbers copied here. A log prints ``Available KV cache memory`` with 2 decimals,
+which pins the bytes only to [x - 0.005, x + 0.005) GiB: the blocks for both ends must bracket
+the logged ``num_gpu_blocks``; from the logged blocks, the printed tokens and concurrency follow
+exactly.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+import kvplan
+from kvplan.engines import vllm
+from kvplan.hardware import find_gpu
+from kvplan.units import GiB
+
+
+class Case(NamedTuple):
+    id: str
+    model: str
+    tp: int
+    pp: int
+    kv: str | None
+    dtype: str | None
+    quant: str | None
+    available_gib: float
+    blocks: int
+    tokens: int
+    concurrency: float
+
+
+CASES = [
+    Case('llama-3-1-8b-instruct-tp1-pp1-len8192', 'llama-3.1-8b', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=58.11, blocks=29751, tokens=476016, concurrency=58.11),
+    Case('llama-3-1-8b-instruct-tp2-pp1-len8192', 'llama-3.1-8b', tp=2, pp=1, kv=None, dtype=None, quant=None, available_gib=63.76, blocks=65293, tokens=1044688, concurrency=127.53),
+    Case('llama-3-1-8b-instruct-tp4-pp1-len8192', 'llama-3.1-8b', tp=4, pp=1, kv=None, dtype=None, quant=None, available_gib=67.44, blocks=138112, tokens=2209792, concurrency=269.75),
+    Case('llama-3-1-8b-instruct-tp1-pp2-len8192', 'llama-3.1-8b', tp=1, pp=2, kv=None, dtype=None, quant=None, available_gib=66.54, blocks=67207, tokens=1075312, concurrency=131.26),
+    Case('llama-3-1-8b-instruct-tp1-pp1-len8192-kvfp8-explicit-dtype', 'llama-3.1-8b', tp=1, pp=1, kv='fp8', dtype=None, quant=None, available_gib=58.11, blocks=59502, tokens=952032, concurrency=116.21),
+    Case('llama-3-1-8b-instruct-tp1-pp1-len8192-float32', 'llama-3.1-8b', tp=1, pp=1, kv=None, dtype='float32', quant=None, available_gib=42.8, blocks=10956, tokens=175296, concurrency=21.4),
+    Case('llama-3-1-8b-instruct-tp1-pp1-len8192-qfp8', 'llama-3.1-8b', tp=1, pp=1, kv=None, dtype=None, quant='fp8', available_gib=64.61, blocks=33078, tokens=529248, concurrency=64.61),
+    Case('qwen3-8b-tp1-pp1-len8192', 'qwen3-8b', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=57.5, blocks=26168, tokens=418688, concurrency=51.11),
+    Case('codellama-7b-hf-tp1-pp1-len8192', 'codellama-7b', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=61.66, blocks=7891, tokens=126256, concurrency=15.41),
+    Case('deepseek-v2-lite-chat-tp1-pp1-len8192', 'deepseek-v2-lite', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=43.61, blocks=94097, tokens=1505552, concurrency=183.78),
+    Case('gemma-2-9b-it-tp1-pp1-len8192', 'gemma-2-9b', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=54.12, blocks=21110, tokens=168880, concurrency=20.6),
+    Case('gemma-3-12b-it-tp1-pp1-len8192', 'gemma-3-12b', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=47.72, blocks=48867, tokens=130304, concurrency=15.88),
+    Case('mixtral-8x7b-instruct-v0-1-tp2-pp1-len8192', 'mixtral-8x7b', tp=2, pp=1, kv=None, dtype=None, quant=None, available_gib=28.44, blocks=29121, tokens=465936, concurrency=56.88),
+    Case('phi-4-tp1-pp1-len8192', 'phi-4', tp=1, pp=1, kv=None, dtype=None, quant=None, available_gib=46.08, blocks=15098, tokens=241568, concurrency=29.49),
+]  # fmt: skip
+IDS = [c.id for c in CASES]
+
+
+def cfg(case: Case) -> vllm.VllmConfig:
+    # every case: H100 80GB, utilization 0.95, max_model_len = max_num_batched_tokens = 8192,
+    # max_num_seqs 1024, block size 16
+    return vllm.config(
+        8192,
+        gpu_memory_utilization="0.95",
+        tensor_parallel_size=case.tp,
+        pipeline_parallel_size=case.pp,
+        kv_cache_dtype=case.kv,
+        dtype=case.dtype,
+        quantization=case.quant,
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_blocks_bracket_the_printed_available_memory(case: Case) -> None:
+    if case.pp > 1:
+        pytest.skip("PP: one worker prints its memory, the minimum over stages sets the blocks")
+    spec = kvplan.load_model(case.model)
+    low = int((case.available_gib - 0.005) * GiB)
+    high = int((case.available_gib + 0.005) * GiB)
+    lo = vllm.from_available(spec, low, cfg(case)).num_gpu_blocks
+    hi = vllm.from_available(spec, high, cfg(case)).num_gpu_blocks
+    assert lo <= case.blocks <= hi
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_printed_tokens_and_concurrency_from_the_logged_blocks(case: Case) -> None:
+    spec = kvplan.load_model(case.model)
+    r = vllm.from_available(spec, GiB, cfg(case))
+    # the rules applied to the logged block count, whatever memory produced it
+    tokens = case.blocks // r.num_groups * 16
+    per_request = r.blocks_per_request
+    assert tokens == case.tokens
+    assert f"{case.blocks / per_request:.2f}" == f"{case.concurrency:.2f}"
+
+
+def test_gemma_3_groups_and_sliding_reservation() -> None:
+    # 40 sliding (window 1024) + 8 full layers -> group size 8, 6 groups; a request of 8,192
+    # tokens: full 512 blocks; each sliding group cdiv(min(1023 + 8192, 8192), 16) + 1 = 513
+    r = vllm.from_available(kvplan.load_model("gemma-3-12b"), 47 * GiB, vllm.config(8192))
+    assert (r.num_groups, r.group_size, r.padding_layers) == (6, 8, 0)
+    assert r.blocks_per_request == 512 + 5 * 513
+    # page: 16 tokens x 8 KV heads x 256 dims x 2 x 2 B
+    assert r.page_bytes == 131_072
+    assert r.num_gpu_blocks == 47 * GiB // 131_072 // 8
+
+
+def test_sliding_window_saves_blocks_when_batches_are_small() -> None:
+    # with 2,048 batched tokens, a 1024-token window needs cdiv(1023 + 2048, 16) + 1 = 193 blocks
+    r = vllm.from_available(
+        kvplan.load_model("gemma-3-12b"), 47 * GiB, vllm.config(32768, max_num_batched_tokens=2048)
+    )
+    assert r.blocks_per_request == 2048 + 5 * 193
+
+
+def test_gpt_oss_padding_layers() -> None:
+    # 12 sliding + 12 full -> two groups of 12, no padding; page 16 x 8 x 64 x 2 x 2 = 32,768
+    r = vllm.from_available(kvplan.load_model("gpt-oss-20b"), 10 * GiB, vllm.config(8192))
+    assert (r.num_groups, r.group_size, r.padding_layers, r.page_bytes) == (2, 12, 0, 32_768)
+
+
+def test_group_padding() -> None:
+    # Gemma 3 1B: 26 layers, 22 sliding + 4 full... 5:1 pattern over 26 layers: layers 5, 11,
+    # 17, 23 are global -> group size 4, sliding in cdiv(22, 4) = 6 groups, 2 padding layers
+    r = vllm.from_available(kvplan.load_model("gemma-3-1b"), 10 * GiB, vllm.config(8192))
+    assert (r.group_size, r.num_groups, r.padding_layers) == (4, 7, 2)
+
+
+def test_mla_page_is_one_latent() -> None:
+    # DeepSeek-V2-Lite: 16 tokens x 576 values x 2 B per layer, 27 layers, not split by TP
+    for tp in (1, 2):
+        r = vllm.from_available(
+            kvplan.load_model("deepseek-v2-lite"),
+            10 * GiB,
+            vllm.config(8192, tensor_parallel_size=tp),
+        )
+        assert r.page_bytes == 16 * 576 * 2
+        assert r.num_gpu_blocks == 10 * GiB // (16 * 576 * 2) // 27
+
+
+END_TO_END_LIMIT = 0.025  # per case; the mean is held to 1%
+
+
+def test_end_to_end_from_model_gpu_and_flags_alone() -> None:
+    """The whole start-up predicted without the logged memory: budget, overhead, blocks."""
+    pool_errors, concurrency_errors = [], []
+    for case in CASES:
+        r = vllm.profile(kvplan.load_model(case.model), find_gpu("h100"), cfg(case))
+        pool = abs(r.available_bytes / GiB - case.available_gib) / case.available_gib
+        conc = abs(float(r.max_concurrency) - case.concurrency) / case.concurrency
+        assert pool < END_TO_END_LIMIT, case.id
+        assert conc < END_TO_END_LIMIT, case.id
+        pool_errors.append(pool)
+        concurrency_errors.append(conc)
+    assert sum(pool_errors) / len(pool_errors) < 0.01
+    assert sum(concurrency_errors) / len(concurrency_errors) < 0.01
+
+
+def test_log_lines() -> None:
+    r = vllm.from_available(
+        kvplan.load_model("llama-3.1-8b"), 29751 * 65536 * 32, vllm.config(8192)
+    )
+    assert r.log_lines()[1:] == (
+        "GPU KV cache size: 476,016 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 58.11x",
+    )
+    assert r.to_engine_result().engine_log["num_gpu_blocks"] == 29_751
