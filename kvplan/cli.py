@@ -384,6 +384,27 @@ def plan_command(
             help="Tokens per forward pass; sizes the activation estimate.",
         ),
     ] = 8192,
+    max_num_seqs: Annotated[
+        int,
+        typer.Option("--max-num-seqs", min=1, help="vLLM: sequences per step (sampler size)."),
+    ] = 1024,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="ideal (kvplan's own paged planner) or vllm (vLLM V1's budget, groups and"
+            " printed figures).",
+        ),
+    ] = "ideal",
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-version",
+            help="Engine version to model (default: the newest modelled).",
+            show_default=False,
+        ),
+    ] = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
@@ -409,6 +430,31 @@ def plan_command(
         mix = load_lengths(lengths) if lengths is not None else None
         mean = _option("--mean-length", parse_tokens, mean_length) if mean_length else None
         p99 = _option("--p99-length", parse_tokens, p99_length) if p99_length else None
+        utilization = _option("--gpu-memory-utilization", parse_utilization, gpu_memory_utilization)
+        if engine != "ideal":
+            _plan_with_engine(
+                engine,
+                spec,
+                device,
+                max_model_len=length or spec.max_position_embeddings or 0,
+                utilization=utilization,
+                tp=tensor_parallel_size or 1,
+                pp=pipeline_parallel_size or 1,
+                kv_cache_dtype=None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype,
+                dtype=dtype,
+                quantization=quantization,
+                kv_cache_memory=(
+                    _option("--kv-cache-memory", parse_bytes, kv_cache_memory)
+                    if kv_cache_memory
+                    else None
+                ),
+                block_size=block_size,
+                max_num_batched_tokens=max_num_batched_tokens,
+                max_num_seqs=max_num_seqs,
+                version=engine_version,
+                output=output,
+            )
+            return
         result = plan(
             spec,
             device,
@@ -416,9 +462,7 @@ def plan_command(
             pipeline_parallel_size=pipeline_parallel_size,
             max_model_len=length,
             concurrency=concurrency,
-            gpu_memory_utilization=_option(
-                "--gpu-memory-utilization", parse_utilization, gpu_memory_utilization
-            ),
+            gpu_memory_utilization=utilization,
             kv_cache_dtype=None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype,
             dtype=dtype,
             quantization=quantization,
@@ -445,3 +489,59 @@ def plan_command(
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)
+
+
+def _plan_with_engine(
+    engine: str,
+    spec: Any,
+    device: Any,
+    *,
+    max_model_len: int,
+    utilization: Any,
+    tp: int,
+    pp: int,
+    kv_cache_dtype: str | None,
+    dtype: str | None,
+    quantization: str | None,
+    kv_cache_memory: int | None,
+    block_size: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    version: str | None,
+    output: OutputFormat,
+) -> None:
+    """``kvplan plan --engine NAME``: the engine's own budget and printed figures."""
+    from kvplan import render
+    from kvplan.engines.base import ENGINE_NAMES, UnknownEngineError
+
+    if engine != "vllm":
+        modelled = "ideal, vllm"
+        if engine in ENGINE_NAMES:
+            raise UnknownEngineError(
+                f"--engine {engine}: its plan profile is not modelled yet; modelled: {modelled}"
+            )
+        raise UnknownEngineError(f"--engine: unknown engine {engine!r}; modelled: {modelled}")
+    from kvplan.engines import vllm
+
+    cfg = vllm.VllmConfig(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=utilization,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        block_size=block_size,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_memory_bytes=kv_cache_memory,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        dtype=dtype,
+        quantization=quantization,
+        version=version or vllm.DEFAULT_VERSION,
+    )
+    result = vllm.profile(spec, device, cfg)
+    doc = render.vllm_to_dict(result, spec, device, vllm.estimated_max_model_len(result))
+    if output is OutputFormat.json:
+        _print_json(doc)
+    else:
+        _print_rich(render.vllm_view(doc))
+    if not doc["fits"]:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))

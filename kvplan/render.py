@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
+    from kvplan.engines.vllm import VllmResult
     from kvplan.hardware import GPU
     from kvplan.planner import Plan, StagePlan
 
@@ -445,4 +446,94 @@ def gpus_view(gpus: tuple[GPU, ...]) -> list[RenderableType]:
         f"{len(gpus)} accelerators; memory is the total the runtime reports (binary units);"
         " rates are dense peaks (bandwidth decimal); `--format json` adds sources",
         table,
+    ]
+
+
+def vllm_to_dict(
+    r: VllmResult, spec: ModelSpec, gpu: GPU, max_model_len_fit: int
+) -> dict[str, Any]:
+    """``kvplan plan --engine vllm --format json``: the plan keys, plus vLLM's own figures."""
+    cfg = r.config
+    last = r.stages[-1].overhead
+    tight = min(r.stages, key=lambda s: s.num_blocks)
+    fits = r.num_gpu_blocks >= r.blocks_per_request and r.num_gpu_blocks > 0
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": "vllm",
+        "engine_version": cfg.version,
+        "model": spec.name,
+        "gpu": gpu.name,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+        "pipeline_parallel_size": cfg.pipeline_parallel_size,
+        "num_gpus": cfg.tensor_parallel_size * cfg.pipeline_parallel_size,
+        "max_model_len": cfg.max_model_len,
+        "gpu_memory_utilization": str(float(cfg.gpu_memory_utilization)),
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "max_num_seqs": cfg.max_num_seqs,
+        "total_memory_bytes": gpu.memory_bytes,
+        "weights_bytes": tight.overhead.weights_bytes,
+        "overhead_bytes": tight.overhead.activation_bytes + tight.overhead.non_torch_bytes,
+        "overhead": {
+            "source": "vllm profile",
+            "activation_bytes": last.activation_bytes,
+            "non_torch_bytes": last.non_torch_bytes,
+            "cuda_graph_bytes": last.cuda_graph_bytes,
+        },
+        "kv_cache_memory_bytes": tight.available_bytes,
+        "block_size": cfg.block_size,
+        "num_blocks": r.num_gpu_blocks,
+        "kv_cache_tokens": r.gpu_kv_cache_tokens,
+        "kv_cache_groups": r.num_groups,
+        "padding_layers": r.padding_layers,
+        "blocks_per_request": r.blocks_per_request,
+        "max_concurrency": r.num_gpu_blocks // r.blocks_per_request,
+        "max_context_tokens": max_model_len_fit,
+        "fits": fits,
+        "engine_log": dict(r.to_engine_result().engine_log),
+        "log_lines": list(r.log_lines()),
+        "stages": [
+            {
+                "index": s.index,
+                "first_layer": s.first_layer,
+                "last_layer": s.last_layer,
+                "weights_bytes": s.overhead.weights_bytes,
+                "activation_bytes": s.overhead.activation_bytes,
+                "non_torch_bytes": s.overhead.non_torch_bytes,
+                "kv_cache_memory_bytes": s.available_bytes,
+                "num_blocks": s.num_blocks,
+            }
+            for s in r.stages
+        ],
+    }
+
+
+def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan plan --engine vllm`` view, from its JSON document (no arithmetic)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", justify="right")
+    overhead = doc["overhead"]
+    for label, value in (
+        ("total", format_bytes(doc["total_memory_bytes"])),
+        ("weights", format_bytes(doc["weights_bytes"])),
+        ("peak activation", format_bytes(overhead["activation_bytes"])),
+        ("non-torch memory", format_bytes(overhead["non_torch_bytes"])),
+        ("available KV cache memory", format_bytes(doc["kv_cache_memory_bytes"])),
+        ("KV cache groups", f"{doc['kv_cache_groups']} ({doc['padding_layers']} padding layers)"),
+        ("blocks per request", f"{doc['blocks_per_request']:,}"),
+    ):
+        table.add_row(label, value)
+    return [
+        f"[bold]{doc['model']}[/bold] on vLLM {doc['engine_version']} (V1),"
+        f" {doc['num_gpus']} x {doc['gpu']} (TP {doc['tensor_parallel_size']} x PP"
+        f" {doc['pipeline_parallel_size']}), utilization {doc['gpu_memory_utilization']}",
+        table,
+        "what vLLM prints:",
+        *(f"  {line}" for line in doc["log_lines"]),
+        f"fits: {'yes' if doc['fits'] else 'no'}; one request of"
+        f" {format_tokens(doc['max_model_len'])} tokens needs {doc['blocks_per_request']:,}"
+        f" blocks; the longest that fits is {format_tokens(doc['max_context_tokens'])} tokens",
     ]

@@ -361,3 +361,24 @@ def test_gpus() -> None:
     assert gpus["h100-sxm"]["memory_bytes"] == 85_029_027_840
     code, out, _ = run("gpus")
     assert "79.19 GiB" in out
+
+
+def test_plan_engine_vllm_prints_vllm_figures() -> None:
+    code, out, err = run("plan", "llama-3.1-8b", "-g", "h100", "-e", "vllm", "--max-model-len",
+                         "8192", "--kv-cache-memory", str(29751 * 2 * 1024 * 1024), "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    # the logged available memory of a vLLM v0.19 run reproduces its printed figures
+    assert doc["engine"] == "vllm"
+    assert doc["engine_log"]["num_gpu_blocks"] == 29_751
+    assert doc["log_lines"][1:] == [
+        "GPU KV cache size: 476,016 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 58.11x",
+    ]
+    assert doc["max_concurrency"] == 58
+
+
+def test_plan_unknown_engine() -> None:
+    code, _, err = run("plan", "llama-3.1-8b", "-g", "h100", "-e", "mlc")
+    assert code == 2
+    assert "unknown engine 'mlc'" in err

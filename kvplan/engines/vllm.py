@@ -137,6 +137,7 @@ class VllmResult:
     blocks_per_request: int
     max_concurrency: Fraction
     padding_layers: int
+    groups: tuple[tuple[PageSpec, int], ...]
 
     @property
     def available_bytes(self) -> int:
@@ -341,6 +342,7 @@ def _result(
         blocks_per_request=per_request,
         max_concurrency=Fraction(num_blocks, per_request),
         padding_layers=padding,
+        groups=tuple(groups),
     )
 
 
@@ -356,3 +358,20 @@ def config(
         gpu_memory_utilization=parse_utilization(gpu_memory_utilization),
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def estimated_max_model_len(result: VllmResult) -> int:
+    """The longest ``max_model_len`` one request can reach, as vLLM estimates it when a request
+    of the configured length does not fit: a binary search over the length, stage by stage."""
+    cfg = result.config
+    lo, hi = 0, cfg.max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        probe = replace(cfg, max_model_len=mid)
+        blocks = sum(page.blocks_per_request(probe) for page, _ in result.groups)
+        need = blocks * result.page_bytes * result.group_size
+        if all(need <= s.available_bytes for s in result.stages):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

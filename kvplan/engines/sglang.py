@@ -1,0 +1,470 @@
+"""SGLang: how its model runner sizes the token-to-KV pool, and what it prints about it.
+
+Versions: the pool rules (cell size, ``rest`` memory, page rounding, padded slot) hold for
+SGLang v0.4.x through v0.5.x (2025); the DeepSeek V3.2 (NSA) indexer term in the cell size
+arrived with PR #11309 (Oct 2025); the automatic ``mem_fraction_static`` is the reserve
+heuristic of ``_handle_gpu_memory_settings`` in ``server_args.py`` (late 2025; releases of
+mid-2025 and earlier used a different, TP-size-based default, not modelled here).
+
+Sources (sgl-project/sglang):
+
+- ``python/sglang/srt/model_executor/model_runner.py`` and its kv-cache mixin
+  (``model_runner_kv_cache_mixin.py``): ``get_cell_size_per_token``, ``profile_max_num_token``,
+  ``init_memory``, ``calculate_mla_kv_cache_dim``;
+- ``python/sglang/srt/server_args.py``: ``_handle_gpu_memory_settings``;
+- ``python/sglang/srt/mem_cache/memory_pool.py``: ``MHATokenToKVPool``, ``MLATokenToKVPool``,
+  ``NSATokenToKVPool`` (buffer shapes and the ``KV Cache is allocated`` log line).
+
+The rules, in the order SGLang applies them:
+
+1. ``cell_size`` (bytes per token per rank) = ``kv_heads_per_rank x (head_dim + v_head_dim)
+   x layers x dtype bytes``; MLA ``(kv_lora_rank + qk_rope_head_dim) x layers x dtype bytes``;
+   DeepSeek V3.2 adds its fp8 indexer key, ``index_head_dim + index_head_dim / 128 x 4`` bytes
+   per layer.
+2. ``rest = post_load_free - pre_load_free x (1 - mem_fraction_static)``, in GiB as floats;
+   ``max_total_num_tokens = int(rest x 2^30) // cell_size``, capped by ``--max-total-tokens``,
+   rounded down to the page size, the minimum over pipeline ranks.
+3. The pool then allocates ``max_total_num_tokens + page_size`` rows per layer (slot 0 is a
+   padded dummy), and the log prints those bytes divided by 1024^3 as "GB".
+
+kvplan keeps bytes as exact integers: ``int(rest_GiB x 2^30)`` is ``floor(rest_bytes)``, and
+``mem_fraction_static`` is read as the decimal it is written as (0.93 = 93/100), so the float
+arithmetic of the engine is reproduced to the byte, bar float rounding at exact boundaries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError
+from kvplan.hardware import GPU
+from kvplan.layers import FullAttention, LayerCache, MLALatent
+from kvplan.spec import ModelSpec
+from kvplan.units import DType, GiB, MiB, resolve_dtype
+from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+
+#: The SGLang versions these rules were read for.
+SGLANG_VERSION = "0.4.x-0.5.x (2025); NSA indexer term from PR #11309 (Oct 2025)"
+
+#: NSA (DeepSeek V3.2) stores its indexer key and the MLA latent in fp8 blocks of 128 values,
+#: each block with one fp32 (4 B) scale (``NSATokenToKVPool.quant_block_size``).
+NSA_QUANT_BLOCK = 128
+_FP32_SCALE_BYTES = 4
+#: NSA keeps the RoPE part of the latent in bf16 even when the cache is fp8.
+_NSA_ROPE_BYTES = 2
+
+
+def _kv_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
+    """The cache dtype: ``auto``/None is the model dtype; SGLang stores whole elements only."""
+    name = (
+        spec.torch_dtype if kv_cache_dtype is None or kv_cache_dtype == "auto" else kv_cache_dtype
+    )
+    dtype = resolve_dtype(name)
+    if dtype.block_values != 1:
+        raise UnitError(
+            f"kv_cache_dtype {name!r}: the SGLang profile models whole-element dtypes only"
+            " (auto, bfloat16, float16, float32, fp8_e4m3, fp8_e5m2)"
+        )
+    return dtype
+
+
+def _cell_size_of(
+    layers: Sequence[LayerCache], tp: int, dtype: DType, index_head_dim: int | None
+) -> int:
+    """Bytes per token per rank for ``layers``, as ``get_cell_size_per_token`` counts them."""
+    cell = 0
+    for layer in layers:
+        match layer:
+            case MLALatent():
+                # The latent is shared by all heads, so TP does not split it.
+                cell += (layer.kv_lora_rank + layer.qk_rope_head_dim) * dtype.block_bytes
+                if index_head_dim is not None:
+                    cell += _index_key_bytes(index_head_dim)
+            case FullAttention():
+                # Sliding and chunked layers too: the profile step sums every attention layer.
+                shard = layer.shard(tp)
+                cell += shard.k_token_bytes(dtype) + shard.v_token_bytes(dtype)
+            case _:
+                pass  # recurrent state and cache-less layers take no per-token bytes
+    return cell
+
+
+def _index_key_bytes(index_head_dim: int) -> int:
+    """One token's NSA indexer key: fp8 values plus one fp32 scale per 128 (128 -> 132 B)."""
+    return index_head_dim + index_head_dim // NSA_QUANT_BLOCK * _FP32_SCALE_BYTES
+
+
+def cell_size_bytes(
+    spec: ModelSpec,
+    *,
+    tp: int = 1,
+    kv_cache_dtype: str | None = None,
+    index_head_dim: int | None = None,
+) -> int:
+    """Bytes one token takes on one rank in SGLang's profile: the ``cell_size``.
+
+    ``tp`` is the *attention* TP size (``tp / dp`` with ``--enable-dp-attention``). KV heads
+    split across ranks, at least one per rank: Qwen3-235B-A22B at TP 4 in bf16 keeps
+    1 head x (128 + 128) x 94 layers x 2 B = 48,128 B. MLA keeps one latent, unsplit:
+    DeepSeek V3 in bf16, (512 + 64) x 61 x 2 B = 70,272 B. ``index_head_dim`` (DeepSeek V3.2)
+    adds the indexer key, 128 + 4 B a layer: V3.2 in fp8, (576 + 132) x 61 = 43,188 B.
+
+    SGLang counts the latent at the cache dtype's width even where the NSA pool stores fp8
+    scales and a bf16 RoPE part (656 B, not 576 B, a layer), so the pool it then allocates
+    is larger than this estimate (see ``pool_token_bytes``).
+    """
+    if tp < 1:
+        raise UnitError(f"tp {tp} must be >= 1")
+    dtype = _kv_dtype(spec, kv_cache_dtype)
+    return _cell_size_of(spec.layers, tp, dtype, index_head_dim)
+
+
+def _mla_pool_dim_bytes(layer: MLALatent, dtype: DType, index_head_dim: int | None) -> int:
+    """Bytes of one MLA pool row: ``calculate_mla_kv_cache_dim`` with the store width.
+
+    NSA in fp8 (non-trtllm backends) packs 512 fp8 values, 4 fp32 scales and the 64 RoPE
+    values in bf16: 512 + 16 + 128 = 656 B. Otherwise ``(rank + rope) x dtype bytes``.
+    """
+    if index_head_dim is not None and dtype.name.startswith("fp8"):
+        return (
+            layer.kv_lora_rank
+            + layer.kv_lora_rank // NSA_QUANT_BLOCK * _FP32_SCALE_BYTES
+            + layer.qk_rope_head_dim * _NSA_ROPE_BYTES
+        )
+    return (layer.kv_lora_rank + layer.qk_rope_head_dim) * dtype.block_bytes
+
+
+def pool_token_bytes(
+    spec: ModelSpec,
+    *,
+    tp: int = 1,
+    kv_cache_dtype: str | None = None,
+    index_head_dim: int | None = None,
+) -> tuple[int, int]:
+    """Bytes the pool allocates per token row on one rank: ``(k, v)``; MLA puts all in ``k``.
+
+    Equal to ``cell_size_bytes`` except for DeepSeek V3.2 in fp8, whose rows are 656 B, not
+    576 B, a layer. The NSA indexer buffer is paged and not included (see ``kv_cache``).
+    """
+    dtype = _kv_dtype(spec, kv_cache_dtype)
+    k_bytes = v_bytes = 0
+    for layer in spec.layers:
+        match layer:
+            case MLALatent():
+                k_bytes += _mla_pool_dim_bytes(layer, dtype, index_head_dim)
+            case FullAttention():
+                shard = layer.shard(tp)
+                k_bytes += shard.k_token_bytes(dtype)
+                v_bytes += shard.v_token_bytes(dtype)
+            case _:
+                pass
+    return k_bytes, v_bytes
+
+
+def max_total_tokens(
+    spec: ModelSpec,
+    *,
+    rest_bytes: int,
+    tp: int = 1,
+    kv_cache_dtype: str | None = None,
+    page_size: int = 1,
+    max_total_tokens_cap: int | None = None,
+    index_head_dim: int | None = None,
+) -> int:
+    """``max_total_num_tokens``: the token slots of the pool from ``rest_bytes`` left for KV.
+
+    SGLang computes ``int(rest_GiB x 2^30) // cell_size``, that is
+    ``rest_bytes // cell_size``; then ``min`` with ``--max-total-tokens``; then rounds down
+    to a multiple of ``page_size``. Example: 1000 x 131,072 + 5 B with 131,072 B a token is
+    1000 tokens, 960 with pages of 64. No memory left gives 0 (SGLang then refuses to start).
+    """
+    if page_size < 1:
+        raise UnitError(f"page_size {page_size} must be >= 1")
+    cell = cell_size_bytes(
+        spec, tp=tp, kv_cache_dtype=kv_cache_dtype, index_head_dim=index_head_dim
+    )
+    return _tokens(rest_bytes, cell, page_size, max_total_tokens_cap)
+
+
+def _tokens(rest_bytes: int, cell: int, page_size: int, cap: int | None) -> int:
+    if cell <= 0:
+        raise UnitError("this model keeps no per-token KV cache; SGLang has no pool to size")
+    tokens = max(0, rest_bytes) // cell
+    if cap is not None:
+        tokens = min(tokens, cap)
+    return tokens // page_size * page_size
+
+
+def _default_prefill_and_graph_bs(gpu_mem_mib: Fraction, tp: int) -> tuple[int, int]:
+    """``chunked_prefill_size`` and ``cuda_graph_max_bs`` defaults by GPU memory (CUDA)."""
+    small_tp = tp < 4
+    if gpu_mem_mib < 20 * 1024:  # T4, 4080
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:  # A10, 4090, 5090
+        return 2048, 24 if small_tp else 80
+    if gpu_mem_mib < 60 * 1024:  # A100 40GB, L40
+        return 4096, 32 if small_tp else 160
+    if gpu_mem_mib < 160 * 1024:  # H100, A100 80GB, H20, H200
+        return 8192, 256 if small_tp else 512
+    return 16384, 512  # B200, MI300
+
+
+def mem_fraction_static_auto(
+    gpu_memory_bytes: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+    max_prefill_tokens: int = 16384,
+    dp: int = 1,
+    enable_dp_attention: bool = False,
+    speculative_algorithm: str | None = None,
+) -> float:
+    """SGLang's automatic ``mem_fraction_static``: ``round((gpu - reserved) / gpu, 3)``, MiB.
+
+    ``reserved`` (MiB) = 512 + 1.5 x max(chunked_prefill_size, 2048) (``max_prefill_tokens``
+    when chunking is off, ``<= 0``) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024; with DP
+    attention + 3 x cuda_graph_max_bs x dp, and + 1.5 x cuda_graph_max_bs x dp more when
+    cuda_graph_max_bs > 300; at least 10 GiB on GPUs over 60 GiB; + 2 GiB for EAGLE-style
+    drafts, + 6 GiB for STANDALONE, nothing for NGRAM. Unset sizes take the defaults of the
+    GPU's memory tier. SGLang reads the total from ``nvidia-smi`` (MiB), a little above what
+    torch reports; pass that figure for an exact match.
+
+    H100 (81,090 MiB), TP 1: 512 + 12,288 + 512 + 128 = 13,440 -> 0.834.
+    B200 (182,642 MiB), TP 8, DP 8 attention: 512 + 24,576 + 1,024 + 1,024 + 12,288 + 6,144
+    = 45,568 -> 0.751. Multimodal models get a further adjustment, not modelled.
+    """
+    gpu_mem = Fraction(gpu_memory_bytes, MiB)
+    default_chunk, default_bs = _default_prefill_and_graph_bs(gpu_mem, tp)
+    chunk = default_chunk if chunked_prefill_size is None else chunked_prefill_size
+    graph_bs = default_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
+
+    reserved = Fraction(512)
+    prefill = chunk if chunk > 0 else max_prefill_tokens
+    reserved += Fraction(3, 2) * max(prefill, 2048)
+    reserved += 2 * graph_bs
+    reserved += Fraction(tp * pp * 1024, 8)
+    if enable_dp_attention:
+        reserved += 3 * graph_bs * dp
+        if graph_bs > 300:
+            reserved += Fraction(3, 2) * graph_bs * dp
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, Fraction(10 * 1024))
+    if speculative_algorithm is not None:
+        if speculative_algorithm.upper() == "STANDALONE":
+            reserved += 6 * 1024
+        elif speculative_algorithm.upper() != "NGRAM":
+            reserved += 2 * 1024
+    return float(round((gpu_mem - reserved) / gpu_mem, 3))
+
+
+def _fraction(value: float) -> Fraction:
+    """A fraction as the decimal it was written as: 0.93 -> 93/100, not the nearest double."""
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+def rest_bytes(
+    *, pre_load_free_bytes: int, post_load_free_bytes: int, mem_fraction_static: float
+) -> int:
+    """Bytes left for the KV pool: ``post_load_free - pre_load_free x (1 - fraction)``, floored.
+
+    80 GiB free before load, 60 GiB after, fraction 0.9: 60 - 8 = 52 GiB.
+    """
+    rest = post_load_free_bytes - pre_load_free_bytes * (1 - _fraction(mem_fraction_static))
+    return math.floor(rest)
+
+
+def format_log_line(
+    max_total_num_tokens: int, k_size_bytes: int, v_size_bytes: int | None = None
+) -> str:
+    """The line SGLang prints once the pool is allocated; "GB" is GiB (bytes / 1024^3).
+
+    With ``v_size_bytes`` None, the MLA form with one ``KV size``.
+    """
+    if v_size_bytes is None:
+        return (
+            f"KV Cache is allocated. #tokens: {max_total_num_tokens},"
+            f" KV size: {k_size_bytes / GiB:.2f} GB"
+        )
+    return (
+        f"KV Cache is allocated. #tokens: {max_total_num_tokens},"
+        f" K size: {k_size_bytes / GiB:.2f} GB, V size: {v_size_bytes / GiB:.2f} GB"
+    )
+
+
+def pool_bytes(
+    spec: ModelSpec,
+    max_total_num_tokens: int,
+    *,
+    tp: int = 1,
+    kv_cache_dtype: str | None = None,
+    page_size: int = 1,
+    index_head_dim: int | None = None,
+    layers: Sequence[LayerCache] | None = None,
+) -> tuple[int, int]:
+    """Bytes the pool allocates on one rank, as its log counts them: ``(k, v)``; MLA all in k.
+
+    Every layer holds ``max_total_num_tokens + page_size`` rows (the padded slot 0 rounded
+    to a page): Qwen3-235B-A22B at TP 4, 367,404 tokens: 367,405 x 94 x 128 x 2 B K =
+    8,841,233,920 B (8.23 GiB). NSA adds, per layer, an indexer buffer of
+    ``(tokens + page_size + 1) // page_size`` pages of ``page_size x 132`` B, counted in the
+    printed KV size.
+    """
+    dtype = _kv_dtype(spec, kv_cache_dtype)
+    rows = max_total_num_tokens + page_size
+    k_bytes = v_bytes = 0
+    for layer in spec.layers if layers is None else layers:
+        match layer:
+            case MLALatent():
+                k_bytes += rows * _mla_pool_dim_bytes(layer, dtype, index_head_dim)
+                if index_head_dim is not None:
+                    pages = (max_total_num_tokens + page_size + 1) // page_size
+                    k_bytes += pages * page_size * _index_key_bytes(index_head_dim)
+            case FullAttention():
+                shard = layer.shard(tp)
+                k_bytes += rows * shard.k_token_bytes(dtype)
+                v_bytes += rows * shard.v_token_bytes(dtype)
+            case _:
+                pass
+    return k_bytes, v_bytes
+
+
+def kv_cache(
+    spec: ModelSpec,
+    gpu: GPU,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    enable_dp_attention: bool = False,
+    mem_fraction_static: float | None = None,
+    kv_cache_dtype: str | None = None,
+    page_size: int = 1,
+    max_total_tokens: int | None = None,
+    weights_bytes: int | None = None,
+    used_before_load_bytes: int = 0,
+    index_head_dim: int | None = None,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+) -> EngineResult:
+    """The KV pool SGLang allocates on one GPU of ``gpu``, with its log line.
+
+    Free memory is modelled, not measured: before load, ``gpu.memory_bytes`` less
+    ``used_before_load_bytes`` (CUDA context, NCCL buffers; 0 unless given, so
+    ``rest = fraction x (total - used) - weights``); after load, that less the weights on the
+    rank (``weights_bytes``, or the spec's weights split evenly across TP, by layers across
+    PP with the embeddings on the first stage and the head on the last). Activations, CUDA
+    graphs and the request-to-token table come later and do not move the pool.
+
+    With PP, each stage sizes its own pool and all take the smallest token count.
+    ``mem_fraction_static`` None takes ``mem_fraction_static_auto``. Not modelled: the
+    full/sliding pool split of hybrid-SWA models (sliding layers count as full ones here),
+    the Mamba state pool, fp4 caches, speculative drafts.
+    """
+    for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
+        if value < 1:
+            raise UnitError(f"{label} {value} must be >= 1")
+    attention_tp = max(1, tp // dp) if enable_dp_attention else tp
+    fraction = (
+        mem_fraction_static_auto(
+            gpu.memory_bytes,
+            tp=tp,
+            pp=pp,
+            chunked_prefill_size=chunked_prefill_size,
+            cuda_graph_max_bs=cuda_graph_max_bs,
+            dp=dp,
+            enable_dp_attention=enable_dp_attention,
+        )
+        if mem_fraction_static is None
+        else mem_fraction_static
+    )
+    dtype = _kv_dtype(spec, kv_cache_dtype)
+    pre_load_free = gpu.memory_bytes - used_before_load_bytes
+
+    stages = pipeline_partition(len(spec.layers), pp)
+    weights = model_weights(spec) if weights_bytes is None else None
+    tokens: int | None = None
+    first_layer = 0
+    stage_rest: list[int] = []
+    stage_layers: list[tuple[LayerCache, ...]] = []
+    for i, num_layers in enumerate(stages):
+        layers = spec.layers[first_layer : first_layer + num_layers]
+        first_layer += num_layers
+        if weights_bytes is not None:
+            rank_weights = weights_bytes
+        else:
+            assert weights is not None  # set whenever weights_bytes is None
+            rank_weights = stage_weight_bytes(
+                weights, len(spec.layers), num_layers, i == 0, i == pp - 1, tp
+            )
+        rest = rest_bytes(
+            pre_load_free_bytes=pre_load_free,
+            post_load_free_bytes=pre_load_free - rank_weights,
+            mem_fraction_static=fraction,
+        )
+        cell = _cell_size_of(layers, attention_tp, dtype, index_head_dim)
+        stage_tokens = _tokens(rest, cell, page_size, max_total_tokens)
+        tokens = stage_tokens if tokens is None else min(tokens, stage_tokens)
+        stage_rest.append(rest)
+        stage_layers.append(layers)
+    assert tokens is not None  # pp >= 1, so at least one stage
+
+    # Report the first stage (with PP, the pool of each stage has its own layers).
+    k_bytes, v_bytes = pool_bytes(
+        spec,
+        tokens,
+        tp=attention_tp,
+        kv_cache_dtype=kv_cache_dtype,
+        page_size=page_size,
+        index_head_dim=index_head_dim,
+        layers=stage_layers[0],
+    )
+    if tokens == 0:
+        # SGLang stops here: no pool is allocated.
+        return EngineResult(
+            engine="sglang",
+            engine_version=SGLANG_VERSION,
+            kv_cache_bytes=0,
+            num_blocks=0,
+            block_size=page_size,
+            kv_cache_tokens=0,
+            engine_log={
+                "max_total_num_tokens": 0,
+                "mem_fraction_static": fraction,
+                "rest_bytes": stage_rest[0],
+            },
+            log_lines=(
+                "Not enough memory. Please try to increase --mem-fraction-static."
+                f" Current value: self.server_args.mem_fraction_static={fraction}",
+            ),
+        )
+    is_mla = any(isinstance(layer, MLALatent) for layer in spec.layers)
+    log: dict[str, int | float | str] = {
+        "max_total_num_tokens": tokens,
+        "mem_fraction_static": fraction,
+        "rest_bytes": stage_rest[0],
+    }
+    if is_mla:
+        log["kv_size_gb"] = float(f"{k_bytes / GiB:.2f}")
+        log["kv_size_bytes"] = k_bytes
+        line = format_log_line(tokens, k_bytes)
+    else:
+        log["k_size_gb"] = float(f"{k_bytes / GiB:.2f}")
+        log["v_size_gb"] = float(f"{v_bytes / GiB:.2f}")
+        log["k_size_bytes"] = k_bytes
+        log["v_size_bytes"] = v_bytes
+        line = format_log_line(tokens, k_bytes, v_bytes)
+    return EngineResult(
+        engine="sglang",
+        engine_version=SGLANG_VERSION,
+        kv_cache_bytes=k_bytes + v_bytes,
+        num_blocks=tokens // page_size,
+        block_size=page_size,
+        kv_cache_tokens=tokens,
+        engine_log=log,
+        log_lines=(line,),
+    )
