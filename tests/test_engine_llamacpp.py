@@ -249,7 +249,7 @@ def test_cells_and_streams(
         pytest.param({}, 768, id="newest: PAD(min(131072, 128+512), 256) = 768"),
         pytest.param({"n_seq_max": 4}, 768, id="newest, 4 streams: 128x1+512 -> 768"),
         pytest.param(
-            {"n_seq_max": 4, "kv_unified": True}, 1280, id="unified, 4 seqs: 128x4+512=1024 -> 1280"
+            {"n_seq_max": 4, "kv_unified": True}, 1024, id="unified, 4 seqs: 128x4+512 = 1024"
         ),
         pytest.param({"swa_full": True}, 131072, id="swa_full: the base 131072"),
         pytest.param({"n_ubatch": 2048}, 2304, id="n_ubatch 2048: 128+2048=2176 -> 2304"),
