@@ -156,6 +156,38 @@ def calc(
         bool,
         typer.Option("--explain", help="Work the formula with the model's numbers substituted."),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="ideal (the formula), or llama.cpp / ik_llama.cpp: their cells, padding,"
+            " sliding-window cache and log lines (--context is then -c, --batch is -np).",
+        ),
+    ] = "ideal",
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-version",
+            help="llama.cpp build number (b5781 or 5781); default: the newest modelled.",
+            show_default=False,
+        ),
+    ] = None,
+    ubatch_size: Annotated[
+        int,
+        typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp -ub: sizes the SWA cache."),
+    ] = 512,
+    swa_full: Annotated[
+        bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding layers.")
+    ] = False,
+    flash_attn: Annotated[
+        bool,
+        typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp: flash attention (-fa)."),
+    ] = True,
+    kv_unified: Annotated[
+        bool,
+        typer.Option("--kv-unified", help="llama.cpp: one cache shared by all sequences."),
+    ] = False,
 ) -> None:
     """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V."""
     from kvplan.catalog import load_model
@@ -178,6 +210,22 @@ def calc(
         ):
             if dtype is not None and dtype.strip().lower() != "auto":
                 _option(name, resolve_dtype, dtype)
+        if engine != "ideal":
+            _calc_with_engine(
+                spec,
+                engine,
+                n_ctx=tokens,
+                n_seq_max=batch,
+                k_type=k_dtype or (None if kv_dtype.strip().lower() == "auto" else kv_dtype),
+                v_type=v_dtype or (None if kv_dtype.strip().lower() == "auto" else kv_dtype),
+                n_ubatch=ubatch_size,
+                swa_full=swa_full,
+                flash_attn=flash_attn,
+                kv_unified=kv_unified,
+                version=engine_version,
+                output=output,
+            )
+            return
         est = estimate(
             spec, tokens, batch_size=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype
         )
@@ -545,3 +593,56 @@ def _plan_with_engine(
         _print_rich(render.vllm_view(doc))
     if not doc["fits"]:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _calc_with_engine(
+    spec: Any,
+    engine: str,
+    *,
+    n_ctx: int,
+    n_seq_max: int,
+    k_type: str | None,
+    v_type: str | None,
+    n_ubatch: int,
+    swa_full: bool,
+    flash_attn: bool,
+    kv_unified: bool,
+    version: str | None,
+    output: OutputFormat,
+) -> None:
+    """``kvplan calc --engine llama.cpp``: what llama.cpp allocates, and its log lines."""
+    from kvplan import render
+    from kvplan.engines.base import UnknownEngineError
+
+    if engine not in ("llama.cpp", "ik_llama.cpp"):
+        raise UnknownEngineError(
+            f"--engine {engine}: calc models ideal, llama.cpp and ik_llama.cpp"
+            " (use `kvplan plan --engine vllm` for vLLM)"
+        )
+    from kvplan.engines import llamacpp
+    from kvplan.errors import UnitError
+
+    build = None
+    if version is not None:
+        digits = version.strip().lower().removeprefix("b")
+        if not digits.isdigit():
+            raise UnitError(f"--engine-version: a llama.cpp build number (b5781), got {version!r}")
+        build = int(digits)
+    result = llamacpp.kv_cache(
+        spec,
+        n_ctx=n_ctx,
+        n_seq_max=n_seq_max,
+        n_ubatch=n_ubatch,
+        cache_type_k=k_type or "f16",
+        cache_type_v=v_type or "f16",
+        swa_full=swa_full,
+        flash_attn=flash_attn,
+        kv_unified=kv_unified,
+        build=build,
+        fork=engine,
+    )
+    doc = render.engine_result_to_dict(result, spec, context_tokens=n_ctx, batch_size=n_seq_max)
+    if output is OutputFormat.json:
+        _print_json(doc)
+    else:
+        _print_rich(render.engine_result_view(doc))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
+    from kvplan.engines.base import EngineResult
     from kvplan.engines.vllm import VllmResult
     from kvplan.hardware import GPU
     from kvplan.planner import Plan, StagePlan
@@ -536,4 +537,37 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         f"fits: {'yes' if doc['fits'] else 'no'}; one request of"
         f" {format_tokens(doc['max_model_len'])} tokens needs {doc['blocks_per_request']:,}"
         f" blocks; the longest that fits is {format_tokens(doc['max_context_tokens'])} tokens",
+    ]
+
+
+def engine_result_to_dict(
+    result: EngineResult, spec: ModelSpec, *, context_tokens: int, batch_size: int
+) -> dict[str, Any]:
+    """``kvplan calc --engine NAME --format json``: the engine's allocation and its log."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": spec.name,
+        "engine": result.engine,
+        "engine_version": result.engine_version,
+        "context_tokens": context_tokens,
+        "batch_size": batch_size,
+        "kv_cache_bytes": result.kv_cache_bytes,
+        "num_blocks": result.num_blocks,
+        "block_size": result.block_size,
+        "kv_cache_tokens": result.kv_cache_tokens,
+        "engine_log": dict(result.engine_log),
+        "log_lines": list(result.log_lines),
+    }
+
+
+def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan calc --engine NAME`` view: what the engine allocates and prints."""
+    return [
+        f"[bold]{doc['model']}[/bold] on {doc['engine']} {doc['engine_version']}:"
+        f" n_ctx {format_tokens(doc['context_tokens'])}, {doc['batch_size']} sequence"
+        f"{'s' if doc['batch_size'] != 1 else ''}",
+        f"KV cache: [bold]{format_bytes(doc['kv_cache_bytes'])}[/bold]"
+        f" ({doc['kv_cache_bytes']:,} bytes)",
+        f"what {doc['engine']} prints:",
+        *(f"  {line}" for line in doc["log_lines"]),
     ]

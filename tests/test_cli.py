@@ -382,3 +382,27 @@ def test_plan_unknown_engine() -> None:
     code, _, err = run("plan", "llama-3.1-8b", "-g", "h100", "-e", "mlc")
     assert code == 2
     assert "unknown engine 'mlc'" in err
+
+
+def test_calc_engine_llamacpp_log_line() -> None:
+    # llama.cpp b5781, Llama 3.1 8B, -c 16384 -ub 1024: 16,384 cells x 32 layers x 1,024 values
+    # x 2 B = 1,024 MiB each for K and V (the reference log's line)
+    code, out, err = run("calc", "llama-3.1-8b", "-c", "16384", "-e", "llama.cpp",
+                         "--engine-version", "b5781", "-ub", "1024", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["kv_cache_bytes"] == 2 * 16384 * 32 * 1024 * 2
+    assert doc["log_lines"] == [
+        "llama_kv_cache_unified: size = 2048.00 MiB ( 16384 cells,  32 layers,  1 seqs),"
+        " K (f16): 1024.00 MiB, V (f16): 1024.00 MiB"
+    ]
+
+
+def test_calc_engine_errors() -> None:
+    code, _, err = run("calc", "llama-3.1-8b", "-c", "4", "-e", "vllm")
+    assert code == 2
+    assert "kvplan plan --engine vllm" in err
+    code, _, err = run("calc", "llama-3.1-8b", "-c", "4", "-e", "llama.cpp", "--engine-version",
+                       "latest")
+    assert code == 2
+    assert "--engine-version: a llama.cpp build number" in err
