@@ -646,3 +646,62 @@ def _calc_with_engine(
         _print_json(doc)
     else:
         _print_rich(render.engine_result_view(doc))
+
+
+@app.command()
+def reconcile(
+    logfile: Annotated[
+        str,
+        typer.Argument(
+            help="A vLLM, SGLang or llama.cpp start-up log ('-' reads stdin).", show_default=False
+        ),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="The model, when the log does not name a bundled one.",
+            show_default=False,
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu",
+            "-g",
+            help="The GPU, when the log's total memory is ambiguous.",
+            show_default=False,
+        ),
+    ] = None,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """Recompute an engine's printed KV-cache figures from its own log, component by component.
+
+    Exits 1 when a rule did not reproduce (blocks, tokens, concurrency, cells, MiB lines).
+    """
+    from pathlib import Path
+
+    from kvplan import render
+    from kvplan.errors import SpecError
+    from kvplan.reconcile import reconcile as run_reconcile
+
+    def run() -> None:
+        try:
+            text = (
+                sys.stdin.read()
+                if logfile == "-"
+                else Path(logfile).read_text(encoding="utf-8", errors="replace")
+            )
+        except OSError as e:
+            raise SpecError(logfile, [f"cannot read: {e.strerror or e}"]) from None
+        result = run_reconcile(text, model=model, gpu=gpu, path=logfile)
+        doc = render.reconciliation_to_dict(result)
+        if output is OutputFormat.json:
+            _print_json(doc)
+        else:
+            _print_rich(render.reconciliation_view(doc))
+        if not result.reproduced:
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+    _guard(run)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kvplan.engines.vllm import VllmResult
     from kvplan.hardware import GPU
     from kvplan.planner import Plan, StagePlan
+    from kvplan.reconcile import Reconciliation
 
 SCHEMA_VERSION = 1
 
@@ -570,4 +571,53 @@ def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
         f" ({doc['kv_cache_bytes']:,} bytes)",
         f"what {doc['engine']} prints:",
         *(f"  {line}" for line in doc["log_lines"]),
+    ]
+
+
+def reconciliation_to_dict(r: Reconciliation) -> dict[str, Any]:
+    """``kvplan reconcile --format json``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": r.engine,
+        "engine_version": r.engine_version,
+        "model": r.model,
+        "settings": r.settings,
+        "reproduced": r.reproduced,
+        "rows": [
+            {
+                "component": row.component,
+                "printed": row.printed,
+                "kvplan": row.kvplan,
+                "residual": row.residual,
+                "reproduced": row.reproduced,
+            }
+            for row in r.rows
+        ],
+        "notes": list(r.notes),
+    }
+
+
+def reconciliation_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan reconcile`` table: each figure as printed, as recomputed, and the verdict."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD)
+    for name in ("component", "printed", "kvplan", "residual", "rule"):
+        table.add_column(name, overflow="fold")
+    verdicts = {True: "reproduced", False: "[red]NOT reproduced[/red]", None: "estimate"}
+    for row in doc["rows"]:
+        table.add_row(
+            row["component"],
+            row["printed"],
+            row["kvplan"],
+            row["residual"],
+            verdicts[row["reproduced"]],
+        )
+    settings = ", ".join(f"{k}={v}" for k, v in doc["settings"].items() if v is not None)
+    return [
+        f"[bold]{doc['engine']} {doc['engine_version']}[/bold], model {doc['model']}: {settings}",
+        table,
+        *doc["notes"],
+        "every rule reproduced" if doc["reproduced"] else "[red]some rules did not reproduce[/red]",
     ]

@@ -1,0 +1,382 @@
+"""Reconcile an engine's start-up log with kvplan: recover the settings, recompute, compare.
+
+``reconcile(text)`` detects the engine (vLLM, SGLang, llama.cpp/ik_llama.cpp), reads the model,
+the settings and the figures the engine printed, recomputes them with the engine profile, and
+returns one row per component. A row is either a *rule* (reproduced or not: blocks from the
+printed memory, tokens and concurrency from the blocks, cells, MiB) or a *modelled estimate*
+(weights, activation, non-torch memory, the pool), shown with its residual.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.catalog import load_model
+from kvplan.errors import KvplanError, ModelNotFoundError, SpecError
+from kvplan.spec import ModelSpec
+from kvplan.units import GiB, MiB
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One compared figure. ``reproduced`` is None for a modelled estimate (no verdict)."""
+
+    component: str
+    printed: str
+    kvplan: str
+    residual: str
+    reproduced: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    engine: str
+    engine_version: str
+    model: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    rows: tuple[Row, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def reproduced(self) -> bool:
+        """Every rule row reproduced (estimates carry no verdict)."""
+        return all(row.reproduced is not False for row in self.rows)
+
+
+def detect_engine(text: str) -> str:
+    """``vllm``, ``sglang``, ``llama.cpp`` or ``ik_llama.cpp``, from the lines the log holds."""
+    if "LLM engine" in text or "GPU KV cache size" in text or "num_gpu_blocks" in text:
+        return "vllm"
+    if "KV Cache is allocated" in text:
+        return "sglang"
+    if "llama_kv_cache_init" in text or "c^KV" in text or "llama_new_context_with_model" in text:
+        return "ik_llama.cpp"
+    if "llama_kv_cache" in text or "llama_context:" in text:
+        return "llama.cpp"
+    raise KvplanError(
+        "cannot tell which engine wrote this log: expected vLLM's 'GPU KV cache size', SGLang's"
+        " 'KV Cache is allocated' or llama.cpp's 'llama_kv_cache' lines"
+    )
+
+
+def reconcile(
+    text: str, *, model: str | None = None, gpu: str | None = None, path: str = "<log>"
+) -> Reconciliation:
+    """Recompute the figures of the start-up log ``text`` (see the module docstring)."""
+    engine = detect_engine(text)
+    match engine:
+        case "vllm":
+            return _vllm(text, model, gpu, path)
+        case "sglang":
+            return _sglang(text, model, path)
+        case _:
+            return _llamacpp(text, engine, model, path)
+
+
+def _find(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text)
+    return m.group(1) if m else None
+
+
+def _model(found: str | None, given: str | None, path: str) -> ModelSpec:
+    if given is not None:
+        return load_model(given)
+    if found is None:
+        raise SpecError(
+            path,
+            ["the log names no model; pass --model NAME (a catalog name, an HF id or a spec file)"],
+        )
+    # a GGUF's general.name ("Qwen3 235B A22B") often is a catalog name once hyphenated
+    error: ModelNotFoundError | None = None
+    for name in dict.fromkeys((found, found.strip().lower().replace(" ", "-"))):
+        try:
+            return load_model(name)
+        except ModelNotFoundError as e:
+            error = e
+    raise SpecError(
+        path, [f"model {found!r} in the log is not in the catalog; pass --model ({error})"]
+    )
+
+
+def _gib(value: int) -> str:
+    return f"{value / GiB:.2f} GiB"
+
+
+def _estimate_row(component: str, printed_gib: float | None, modelled: int) -> Row:
+    if printed_gib is None:
+        return Row(component, "-", _gib(modelled), "-", None)
+    residual = modelled / GiB - printed_gib
+    share = f" ({100 * residual / printed_gib:+.1f}%)" if printed_gib else ""
+    return Row(
+        component, f"{printed_gib:.2f} GiB", _gib(modelled), f"{residual:+.2f} GiB{share}", None
+    )
+
+
+def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) -> Reconciliation:
+    from fractions import Fraction
+
+    from kvplan.engines import vllm
+    from kvplan.hardware import custom_gpu, find_gpu, list_gpus
+
+    version = _find(r"LLM engine \(v([\d.]+)", text) or vllm.DEFAULT_VERSION
+    spec = _model(
+        _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
+    )
+    total = _find(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)
+    if given_gpu is not None:
+        device = find_gpu(given_gpu)
+    elif total is not None:
+        same = [g for g in list_gpus() if f"{g.memory_bytes / GiB:.2f}" == total]
+        device = same[0] if same else custom_gpu(int(float(total) * GiB))
+    else:
+        raise SpecError(path, ["the log prints no GPU memory; pass --gpu NAME"])
+    utilization = (
+        _find(r"Desired GPU memory utilization is \(([\d.]+),", text)
+        or _find(r"'gpu_memory_utilization': ([\d.]+)", text)
+        or "0.9"
+    )
+    dtype = _find(r"dtype=torch\.(\w+)", text)
+    kv = _find(r"kv_cache_dtype=(\w+)", text)
+    quant = _find(r"quantization=(\w+)", text)
+    length = int(
+        _find(r"max_seq_len=(\d+)", text)
+        or _find(r"'max_model_len': (\d+)", text)
+        or spec.max_position_embeddings
+        or 0
+    )
+    settings: dict[str, Any] = {
+        "max_model_len": length,
+        "gpu_memory_utilization": utilization,
+        "tensor_parallel_size": int(_find(r"tensor_parallel_size=(\d+)", text) or 1),
+        "pipeline_parallel_size": int(_find(r"pipeline_parallel_size=(\d+)", text) or 1),
+        "dtype": None if dtype in (None, "auto") else dtype,
+        "kv_cache_dtype": None if kv in (None, "auto") else kv,
+        "quantization": None if quant in (None, "None") else quant,
+        "max_num_batched_tokens": int(_find(r"'max_num_batched_tokens': (\d+)", text) or 8192),
+        "max_num_seqs": int(_find(r"'max_num_seqs': (\d+)", text) or 1024),
+        "block_size": int(_find(r"'block_size': (\d+)", text) or 16),
+    }
+    cfg = vllm.config(
+        length,
+        gpu_memory_utilization=utilization,
+        tensor_parallel_size=settings["tensor_parallel_size"],
+        pipeline_parallel_size=settings["pipeline_parallel_size"],
+        dtype=settings["dtype"] if settings["dtype"] != spec.torch_dtype else None,
+        kv_cache_dtype=settings["kv_cache_dtype"],
+        quantization=settings["quantization"],
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        max_num_seqs=settings["max_num_seqs"],
+        block_size=settings["block_size"],
+        version=version if version in vllm.VERSIONS else vllm.DEFAULT_VERSION,
+    )
+    result = vllm.profile(spec, device, cfg)
+    first = result.stages[-1].overhead  # the sampling stage; the only one without PP
+    usage = re.search(
+        r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation,"
+        r" ([\d.]+) GiB for non-torch memory, and ([\d.]+) GiB for CUDAGraph",
+        text,
+    )
+    printed = [float(x) for x in usage.groups()] if usage else [None] * 4
+    rows = [
+        _estimate_row("weights", printed[0], first.weights_bytes),
+        _estimate_row("peak activation", printed[1], first.activation_bytes),
+        _estimate_row("non-torch memory", printed[2], first.non_torch_bytes),
+        _estimate_row(
+            "CUDA graphs (not subtracted up to v0.19)", printed[3], first.cuda_graph_bytes
+        ),
+    ]
+    available = _find(r"Available KV cache memory: ([\d.]+) GiB", text)
+    rows.append(
+        _estimate_row(
+            "available KV cache memory",
+            float(available) if available else None,
+            result.available_bytes,
+        )
+    )
+    notes: list[str] = []
+    blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
+    tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
+    conc_text = _find(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
+    blocks = int(blocks_text) if blocks_text else None
+    if available is not None:
+        low = vllm.from_available(spec, int((float(available) - 0.005) * GiB), cfg).num_gpu_blocks
+        high = vllm.from_available(spec, int((float(available) + 0.005) * GiB), cfg).num_gpu_blocks
+        if blocks is None and tokens_text is not None and low == high:
+            blocks = low
+        if blocks is not None:
+            ok = low <= blocks <= high
+            if not ok and cfg.pipeline_parallel_size > 1:
+                notes.append(
+                    "with pipeline parallelism one worker prints its memory while the"
+                    " minimum over stages sets the blocks"
+                )
+            rows.append(
+                Row(
+                    "num_gpu_blocks (from the printed memory)",
+                    f"{blocks:,}",
+                    f"{low:,}..{high:,}",
+                    "in range" if ok else "outside",
+                    ok,
+                )
+            )
+    if blocks is not None:
+        # the printed figures follow from the block count alone
+        tokens = blocks // result.num_groups * cfg.block_size
+        if tokens_text is not None:
+            ok = tokens == int(tokens_text.replace(",", ""))
+            rows.append(
+                Row(
+                    "GPU KV cache size (tokens)",
+                    tokens_text,
+                    f"{tokens:,}",
+                    "exact" if ok else "differs",
+                    ok,
+                )
+            )
+        if conc_text is not None:
+            mine = f"{float(Fraction(blocks, result.blocks_per_request)):.2f}"
+            ok = mine == conc_text
+            rows.append(
+                Row(
+                    "maximum concurrency",
+                    f"{conc_text}x",
+                    f"{mine}x",
+                    "exact" if ok else "differs",
+                    ok,
+                )
+            )
+    rows.append(
+        Row(
+            "num_gpu_blocks (end to end)",
+            f"{blocks:,}" if blocks else "-",
+            f"{result.num_gpu_blocks:,}",
+            f"{100 * (result.num_gpu_blocks / blocks - 1):+.2f}%" if blocks else "-",
+            None,
+        )
+    )
+    return Reconciliation("vllm", version, spec.name, settings, tuple(rows), tuple(notes))
+
+
+def _sglang(text: str, given_model: str | None, path: str) -> Reconciliation:
+    from kvplan.engines import sglang
+
+    m = re.search(
+        r"#tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)", text
+    )
+    if m is None:
+        raise SpecError(path, ["no 'KV Cache is allocated. #tokens: ...' line"])
+    found = _find(r"--model(?:-path)?[ =](\S+)", text)
+    if found is not None and found.startswith(("/", ".", "~")):
+        found = found.rstrip("/").rsplit("/", 1)[-1]  # a local folder: its name
+    spec = _model(found, given_model, path)
+    tp = int(_find(r"--tp(?:-size)?[ =](\d+)", text) or 1)
+    page = int(_find(r"--page-size[ =](\d+)", text) or 1)
+    kv_dtype = _find(r"--kv-cache-dtype[ =](\S+)", text)
+    tokens = int(m.group(1))
+    k_bytes, v_bytes = sglang.pool_bytes(
+        spec, tokens, tp=tp, kv_cache_dtype=kv_dtype, page_size=page
+    )
+    mla = m.group(4) is not None
+    line = sglang.format_log_line(
+        tokens, k_bytes + v_bytes if mla else k_bytes, None if mla else v_bytes
+    )
+    printed = m.group(0)
+    ok = printed in line
+    rows = (
+        Row(
+            "KV Cache is allocated",
+            printed,
+            line.split("allocated. ", 1)[-1],
+            "exact" if ok else "differs",
+            ok,
+        ),
+    )
+    settings = {"tp": tp, "page_size": page, "kv_cache_dtype": kv_dtype, "tokens": tokens}
+    return Reconciliation("sglang", sglang.SGLANG_VERSION, spec.name, settings, rows)
+
+
+def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Reconciliation:
+    from kvplan.engines import llamacpp
+
+    name = _find(r"general\.name\s+=\s+(.+)", text)
+    hub = _find(r"-hf (\S+)", text)
+    if name is None and hub is not None:  # llama.cpp -hf org/name-GGUF
+        name = hub.rsplit("/", 1)[-1].removesuffix("-GGUF").removesuffix("-gguf")
+    spec = (
+        _model(None if name is None else name.strip(), given_model, path)
+        if (given_model or name)
+        else _model(None, None, path)
+    )
+    build = _find(r"build: (\d+)", text) or _build_from_format(text)
+    n_ctx = int(_find(r"n_ctx\s+= (\d+)", text) or _find(r"--ctx-size (\d+)", text) or 0)
+    if not n_ctx:
+        raise SpecError(path, ["no n_ctx in the log"])
+    fa = _find(r"flash_attn\s+= (\w+)", text)
+    types = re.search(r"K \((\w+)\)[^V]*V \((\w+)\)", text) or re.search(
+        r"type_k = '(\w+)', type_v = '(\w+)'", text
+    )
+    c_kv = _find(r"c\^KV \((\w+)\)", text)
+    type_k = types.group(1) if types else (c_kv or "f16")
+    type_v = types.group(2) if types else (c_kv or "f16")
+    settings: dict[str, Any] = {
+        "build": int(build) if build else None,
+        "n_ctx": n_ctx,
+        "n_seq_max": int(_find(r"n_seq_max\s+= (\d+)", text) or 1),
+        "n_ubatch": int(_find(r"n_ubatch\s+= (\d+)", text) or 512),
+        "flash_attn": fa not in ("0", "false", "disabled"),
+        "kv_unified": _find(r"kv_unified\s+= (\w+)", text) == "true",
+        "type_k": type_k,
+        "type_v": type_v,
+    }
+    result = llamacpp.kv_cache(
+        spec,
+        n_ctx=n_ctx,
+        n_seq_max=settings["n_seq_max"],
+        n_ubatch=settings["n_ubatch"],
+        cache_type_k=type_k,
+        cache_type_v=type_v,
+        flash_attn=settings["flash_attn"],
+        kv_unified=settings["kv_unified"],
+        build=settings["build"],
+        fork=fork,
+    )
+    printed_lines = [
+        line.split(": ", 1)[-1].strip()
+        for line in text.splitlines()
+        if re.search(r"(size\s+=|KV self size)", line) and "buffer" not in line
+    ]
+    rows = []
+    for mine in result.log_lines:
+        body = mine.split(": ", 1)[-1].strip()
+        if "size" not in body or "creating" in body:
+            continue
+        ok = body in printed_lines
+        rows.append(
+            Row(
+                "KV cache line",
+                next((p for p in printed_lines if p[:12] == body[:12]), "-"),
+                body,
+                "exact" if ok else "differs",
+                ok,
+            )
+        )
+    total_mib = result.kv_cache_bytes / MiB
+    rows.append(
+        Row("KV cache bytes", "-", f"{result.kv_cache_bytes:,} B ({total_mib:.2f} MiB)", "-", None)
+    )
+    return Reconciliation(
+        fork, str(settings["build"] or "unknown"), spec.name, settings, tuple(rows)
+    )
+
+
+def _build_from_format(text: str) -> str | None:
+    """A llama.cpp build its log format pins, for logs that lack the ``build:`` line: the
+    total moved from ``llama_context: KV self size`` (to b5261) to ``llama_kv_cache_unified:
+    KV self size`` (b5262-b5440), then to ``size = ... (cells, layers, seqs)`` (b5441 on)."""
+    if "llama_kv_cache_unified: KV self size" in text:
+        return "5400"
+    if "llama_context: KV self size" in text:
+        return "5000"
+    return None
