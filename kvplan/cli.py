@@ -705,3 +705,55 @@ def reconcile(
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)
+
+
+@app.command()
+def flags(
+    model: ModelArg,
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="A catalog GPU (`kvplan gpus`).")],
+    max_model_len: Annotated[
+        str, typer.Option("--max-model-len", help="Tokens per request: 32768, 32k or 32K.")
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-n", min=1, help="Concurrent requests to hold.")
+    ],
+    tensor_parallel_size: Annotated[
+        int, typer.Option("--tensor-parallel-size", "-tp", min=1, help="GPUs per replica.")
+    ] = 1,
+    kv_cache_dtype: Annotated[
+        str, typer.Option("--kv-cache-dtype", help="auto, fp8, ... (llama.cpp: q8_0 for fp8).")
+    ] = "auto",
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine."""
+    from kvplan import render
+    from kvplan.catalog import load_model
+    from kvplan.hardware import find_gpu
+    from kvplan.recommend import recommend
+    from kvplan.units import parse_tokens
+
+    def run() -> None:
+        spec = load_model(model)
+        length = _option("--max-model-len", parse_tokens, max_model_len)
+        kv = None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype
+        if kv is not None:
+            from kvplan.units import resolve_dtype
+
+            _option("--kv-cache-dtype", resolve_dtype, kv)
+        results = recommend(
+            spec,
+            find_gpu(gpu),
+            max_model_len=length,
+            concurrency=concurrency,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=kv,
+        )
+        doc = render.flags_to_dict(spec.name, gpu, length, concurrency, results)
+        if output is OutputFormat.json:
+            _print_json(doc)
+        else:
+            _print_rich(render.flags_view(doc))
+        if not all(r.fits for r in results):
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+    _guard(run)

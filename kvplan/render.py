@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kvplan.engines.vllm import VllmResult
     from kvplan.hardware import GPU
     from kvplan.planner import Plan, StagePlan
+    from kvplan.recommend import EngineFlags
     from kvplan.reconcile import Reconciliation
 
 SCHEMA_VERSION = 1
@@ -621,3 +622,39 @@ def reconciliation_view(doc: dict[str, Any]) -> list[RenderableType]:
         *doc["notes"],
         "every rule reproduced" if doc["reproduced"] else "[red]some rules did not reproduce[/red]",
     ]
+
+
+def flags_to_dict(
+    model: str, gpu: str, max_model_len: int, concurrency: int, results: tuple[EngineFlags, ...]
+) -> dict[str, Any]:
+    """``kvplan flags --format json``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "gpu": gpu,
+        "max_model_len": max_model_len,
+        "concurrency": concurrency,
+        "engines": [
+            {
+                "engine": r.engine,
+                "flags": list(r.flags),
+                "kv_cache_bytes": r.kv_cache_bytes,
+                "fits": r.fits,
+                "note": r.note,
+            }
+            for r in results
+        ],
+    }
+
+
+def flags_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan flags`` view: one block per engine, its flags ready to paste."""
+    out: list[RenderableType] = [
+        f"[bold]{doc['model']}[/bold] on {doc['gpu']}: {doc['concurrency']} requests of"
+        f" {format_tokens(doc['max_model_len'])} tokens"
+    ]
+    for e in doc["engines"]:
+        verdict = "fits" if e["fits"] else "[red]does not fit[/red]"
+        out.append(f"{e['engine']}: {' '.join(e['flags'])}")
+        out.append(f"  {verdict}; {e['note']}")
+    return out

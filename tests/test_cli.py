@@ -364,8 +364,20 @@ def test_gpus() -> None:
 
 
 def test_plan_engine_vllm_prints_vllm_figures() -> None:
-    code, out, err = run("plan", "llama-3.1-8b", "-g", "h100", "-e", "vllm", "--max-model-len",
-                         "8192", "--kv-cache-memory", str(29751 * 2 * 1024 * 1024), "-f", "json")
+    code, out, err = run(
+        "plan",
+        "llama-3.1-8b",
+        "-g",
+        "h100",
+        "-e",
+        "vllm",
+        "--max-model-len",
+        "8192",
+        "--kv-cache-memory",
+        str(29751 * 2 * 1024 * 1024),
+        "-f",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     # the logged available memory of a vLLM v0.19 run reproduces its printed figures
@@ -387,8 +399,20 @@ def test_plan_unknown_engine() -> None:
 def test_calc_engine_llamacpp_log_line() -> None:
     # llama.cpp b5781, Llama 3.1 8B, -c 16384 -ub 1024: 16,384 cells x 32 layers x 1,024 values
     # x 2 B = 1,024 MiB each for K and V (the reference log's line)
-    code, out, err = run("calc", "llama-3.1-8b", "-c", "16384", "-e", "llama.cpp",
-                         "--engine-version", "b5781", "-ub", "1024", "-f", "json")
+    code, out, err = run(
+        "calc",
+        "llama-3.1-8b",
+        "-c",
+        "16384",
+        "-e",
+        "llama.cpp",
+        "--engine-version",
+        "b5781",
+        "-ub",
+        "1024",
+        "-f",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["kv_cache_bytes"] == 2 * 16384 * 32 * 1024 * 2
@@ -402,7 +426,26 @@ def test_calc_engine_errors() -> None:
     code, _, err = run("calc", "llama-3.1-8b", "-c", "4", "-e", "vllm")
     assert code == 2
     assert "kvplan plan --engine vllm" in err
-    code, _, err = run("calc", "llama-3.1-8b", "-c", "4", "-e", "llama.cpp", "--engine-version",
-                       "latest")
+    code, _, err = run(
+        "calc", "llama-3.1-8b", "-c", "4", "-e", "llama.cpp", "--engine-version", "latest"
+    )
     assert code == 2
     assert "--engine-version: a llama.cpp build number" in err
+
+
+def test_flags_hand_checked() -> None:
+    code, out, err = run(
+        "flags", "llama-3.1-8b", "-g", "h100", "--max-model-len", "32K", "-n", "12", "-f", "json"
+    )
+    assert code == 0, err
+    engines = {e["engine"]: e for e in json.loads(out)["engines"]}
+    # vLLM: 12 requests x 2,048 blocks + its null block, 2 MiB a block across 32 layers
+    assert engines["vllm"]["kv_cache_bytes"] == (12 * 2048 + 1) * 16 * 131_072
+    assert "--kv-cache-memory=51541704704" in engines["vllm"]["flags"]
+    # SGLang: 12 x 32,768 tokens; fraction = (tokens x 131,072 B + weights) / total, to 3 places
+    assert "--max-total-tokens=393216" in engines["sglang"]["flags"]
+    weights = 8_030_261_248 * 2
+    fraction = -(-(393_216 * 131_072 + weights) * 1000 // 85_029_027_840)
+    assert f"--mem-fraction-static=0.{fraction}" in engines["sglang"]["flags"]
+    assert engines["llama.cpp"]["flags"][:2] == ["-c 393216", "-np 12"]
+    assert "--max-batch-total-tokens=393216" in engines["tgi"]["flags"]

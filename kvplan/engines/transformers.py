@@ -1,0 +1,240 @@
+"""Hugging Face transformers: the bytes a ``DynamicCache`` or ``StaticCache`` holds.
+
+Rules read for transformers v4.56 to v5.x (src/transformers/cache_utils.py: DynamicLayer,
+DynamicSlidingWindowLayer, StaticLayer, StaticSlidingWindowLayer, LinearAttentionLayer;
+src/transformers/models/deepseek_v3/modeling_deepseek_v3.py), for a cache built from the
+model's config (as ``generate`` builds it):
+
+- Every cached tensor has shape ``[batch, kv_heads, tokens, head_dim]`` in the cache dtype
+  (the model dtype unless given), one K and one V tensor per attention layer.
+- DynamicCache: a full-attention layer (``DynamicLayer``) concatenates every token. A sliding
+  or chunked layer (``DynamicSlidingWindowLayer``, built with ``sliding_window`` or
+  ``attention_chunk_size``) keeps ``states[:, :, -window + 1:]`` after *every* update, prefill
+  and decode alike: ``min(tokens, window - 1)`` tokens (window 1 slices ``[0:]``: all).
+- StaticCache: ``StaticLayer`` pre-allocates ``max_cache_len`` tokens; ``StaticSlidingWindowLayer``
+  ``min(window, max_cache_len)``, the full window. From v5 the V tensor takes V's own head
+  dim; up to v4.57 it took K's, so a static cache of an MLA model is refused there.
+- MLA (DeepSeek V2/V3, Kimi K2): transformers caches the decompressed per-head K,
+  ``num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)``, and V,
+  ``num_attention_heads x v_head_dim``, not the latent. The flash-attention zero-padding of V
+  happens after the cache update and is not stored.
+- Recurrent layers (``LinearAttentionLayer``): a conv state of ``conv_kernel`` columns in the
+  model dtype and a recurrent state in the dtype the kernel returns: float32 for the gated
+  delta net (its torch and fla paths compute the state in float32); kvplan takes the spec's
+  ``state_dtype`` (float32 unless stated) for Mamba too. Neither grows with the context.
+
+Worked example (Llama 3.1 8B, bf16, DynamicCache, 1,000 tokens, batch 2): 32 layers x 2
+tensors of 2 x 8 x 1,000 x 128 values x 2 B = 32 x 2 x 4,096,000 B = 262,144,000 B.
+gpt-oss-20b at 1,000 tokens: its 12 sliding layers keep 127 tokens, the 12 full layers 1,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.engines.base import EngineResult, UnknownEngineError
+from kvplan.errors import UnitError
+from kvplan.layers import (
+    ChunkedLocalAttention,
+    FullAttention,
+    LayerCache,
+    MLALatent,
+    NoCache,
+    RecurrentState,
+    SlidingWindowAttention,
+)
+from kvplan.spec import ModelSpec
+from kvplan.units import DType, resolve_dtype
+
+__all__ = ["DEFAULT_VERSION", "VERSIONS", "kv_cache", "sliding_tokens_kept"]
+
+#: transformers versions modelled: the layered cache classes arrived in 4.56; v5 gives the
+#: static V tensor its own head dim.
+VERSIONS = ("4.56", "4.57", "5")
+DEFAULT_VERSION = "5"
+
+CacheKind = Literal["dynamic", "static"]
+
+
+@dataclass(frozen=True, slots=True)
+class _LayerBytes:
+    kind: str
+    k_bytes: int
+    v_bytes: int
+    state_bytes: int
+    tensors: int
+
+
+def sliding_tokens_kept(context_tokens: int, window: int) -> int:
+    """Tokens a ``DynamicSlidingWindowLayer`` of ``window`` holds after ``context_tokens``.
+
+    It keeps ``[-window + 1:]`` of the concatenated states: window 128 at 1,000 tokens
+    keeps 127; at 100 tokens all 100. A window of 1 slices ``[0:]`` and keeps everything.
+    """
+    if window <= 1:
+        return context_tokens
+    return min(context_tokens, window - 1)
+
+
+def _tensor_bytes(batch: int, heads: int, tokens: int, dims: int, dtype: DType) -> int:
+    """One ``[batch, heads, tokens, dims]`` tensor in ``dtype``."""
+    return batch * heads * tokens * dtype.row_bytes(dims)
+
+
+def _cache_dtype(spec: ModelSpec, dtype: str | None) -> DType:
+    found = resolve_dtype(spec.torch_dtype if dtype in (None, "auto") else str(dtype))
+    if found.block_values != 1:
+        raise UnitError(f"transformers caches plain torch tensors; {found.name} is a block format")
+    return found
+
+
+def _layer_bytes(
+    layer: LayerCache,
+    spec: ModelSpec,
+    *,
+    tokens: int,
+    batch: int,
+    cache: CacheKind,
+    max_cache_len: int,
+    dtype: DType,
+    model_dtype: DType,
+    version: str,
+) -> _LayerBytes:
+    match layer:
+        case MLALatent():
+            if cache == "static" and version != "5":
+                raise UnitError(
+                    f"transformers {version}: a StaticCache gives V the K head dim, so an MLA"
+                    " model's V does not fit it; modelled from v5"
+                )
+            if spec.qk_nope_head_dim is None or spec.v_head_dim is None:
+                raise UnitError(
+                    f"{spec.name}: qk_nope_head_dim and v_head_dim are needed for the"
+                    " decompressed K and V transformers caches"
+                )
+            heads = spec.num_attention_heads
+            kept = tokens if cache == "dynamic" else max_cache_len
+            k_dims = spec.qk_nope_head_dim + layer.qk_rope_head_dim
+            return _LayerBytes(
+                "mla_decompressed",
+                _tensor_bytes(batch, heads, kept, k_dims, dtype),
+                _tensor_bytes(batch, heads, kept, spec.v_head_dim, dtype),
+                0,
+                2,
+            )
+        case SlidingWindowAttention() | ChunkedLocalAttention():
+            window = layer.window if isinstance(layer, SlidingWindowAttention) else layer.chunk
+            if cache == "dynamic":
+                kept = sliding_tokens_kept(tokens, window)
+            else:
+                kept = min(window, max_cache_len)
+            return _attention(layer, layer.kind, kept, batch, dtype)
+        case FullAttention():
+            kept = tokens if cache == "dynamic" else max_cache_len
+            return _attention(layer, layer.kind, kept, batch, dtype)
+        case RecurrentState():
+            conv = batch * model_dtype.row_bytes(layer.conv_values)
+            ssm = batch * layer.state_dtype.row_bytes(layer.ssm_values)
+            return _LayerBytes("recurrent_state", 0, 0, conv + ssm, 0)
+        case NoCache():
+            return _LayerBytes("no_cache", 0, 0, 0, 0)
+    raise UnitError(f"transformers profile: {layer.kind} layers are not modelled")
+
+
+def _attention(layer: FullAttention, kind: str, kept: int, batch: int, dtype: DType) -> _LayerBytes:
+    heads = layer.num_kv_heads
+    return _LayerBytes(
+        kind,
+        _tensor_bytes(batch, heads, kept, layer.head_dim, dtype),
+        _tensor_bytes(batch, heads, kept, layer.v_head_dim, dtype),
+        0,
+        2,
+    )
+
+
+def kv_cache(
+    spec: ModelSpec,
+    *,
+    context_tokens: int,
+    batch_size: int = 1,
+    cache: CacheKind = "dynamic",
+    max_cache_len: int | None = None,
+    dtype: str | None = None,
+    version: str | None = None,
+) -> EngineResult:
+    """Bytes the transformers cache holds for ``batch_size`` sequences of ``context_tokens``.
+
+    ``cache="static"`` pre-allocates ``max_cache_len`` tokens (default ``context_tokens``),
+    whatever has been written. ``dtype`` is the cache (and activation) dtype: the model's
+    unless given. ``engine_log`` carries the bytes per layer kind (``full_attention_bytes``,
+    ``sliding_attention_bytes``, ``mla_decompressed_bytes``, ``recurrent_state_bytes``...),
+    the K and V totals and ``tensors``, the count of K and V tensors.
+    """
+    version = version or DEFAULT_VERSION
+    if version not in VERSIONS:
+        raise UnknownEngineError(
+            f"transformers {version} is not modelled; modelled: {', '.join(VERSIONS)}"
+        )
+    if context_tokens < 0:
+        raise UnitError(f"context_tokens {context_tokens} must not be negative")
+    if batch_size < 1:
+        raise UnitError(f"batch_size {batch_size} must be >= 1")
+    if cache not in ("dynamic", "static"):
+        raise UnitError(f"cache {cache!r}: choose dynamic or static")
+    cache_len = context_tokens if max_cache_len is None else max_cache_len
+    if cache == "static" and cache_len < context_tokens:
+        raise UnitError(
+            f"max_cache_len {cache_len} is shorter than the {context_tokens} tokens to cache"
+        )
+    cache_dtype = _cache_dtype(spec, dtype)
+    # transformers caches what the model computes: the run dtype is the cache dtype.
+    model_dtype = cache_dtype
+
+    by_kind: dict[str, int] = {}
+    k_total = v_total = state_total = tensors = 0
+    for layer in spec.layers:
+        part = _layer_bytes(
+            layer,
+            spec,
+            tokens=context_tokens,
+            batch=batch_size,
+            cache=cache,
+            max_cache_len=cache_len,
+            dtype=cache_dtype,
+            model_dtype=model_dtype,
+            version=version,
+        )
+        layer_total = part.k_bytes + part.v_bytes + part.state_bytes
+        by_kind[part.kind] = by_kind.get(part.kind, 0) + layer_total
+        k_total += part.k_bytes
+        v_total += part.v_bytes
+        state_total += part.state_bytes
+        tensors += part.tensors
+
+    log: dict[str, int | float | str] = {
+        f"{kind}_bytes": num_bytes for kind, num_bytes in by_kind.items() if kind != "no_cache"
+    }
+    log.update(
+        {
+            "k_bytes": k_total,
+            "v_bytes": v_total,
+            "state_bytes": state_total,
+            "tensors": tensors,
+            "cache": cache,
+            "dtype": cache_dtype.name,
+        }
+    )
+    total = k_total + v_total + state_total
+    label = "DynamicCache" if cache == "dynamic" else f"StaticCache(max_cache_len={cache_len})"
+    return EngineResult(
+        engine="transformers",
+        engine_version=version,
+        kv_cache_bytes=total,
+        kv_cache_tokens=context_tokens if cache == "dynamic" else cache_len,
+        engine_log=log,
+        log_lines=(
+            f"{label}: {tensors} K/V tensors, {total:,} B"
+            f" (K {k_total:,} B, V {v_total:,} B, state {state_total:,} B)",
+        ),
+    )
