@@ -16,7 +16,7 @@ import pytest
 import kvplan
 from kvplan.engines import vllm
 from kvplan.hardware import find_gpu
-from kvplan.units import GiB
+from kvplan.units import GiB, cdiv
 
 
 class Case(NamedTuple):
@@ -308,3 +308,30 @@ def test_log_lines() -> None:
         "Maximum concurrency for 8,192 tokens per request: 58.11x",
     )
     assert r.to_engine_result().engine_log["num_gpu_blocks"] == 29_751
+
+
+def test_v0_engine_gpu_blocks() -> None:
+    """vLLM V0 on an RTX 3090 (23.58 GiB), Llama 3.1 8B, max_model_len 20,000, utilization 0.9:
+    'kv_cache_size=3.81GiB', '# GPU blocks: 1952', 'Maximum concurrency for 20000 tokens per
+    request: 1.56x' (reference case vllm-v0-issue10517)."""
+    spec = kvplan.load_model("llama-3.1-8b")
+    low = vllm.v0_num_gpu_blocks(spec, int(3.805 * GiB))
+    high = vllm.v0_num_gpu_blocks(spec, int(3.815 * GiB))
+    assert low <= 1952 <= high
+    # the budget from the printed profile: 23.58 x 0.9 - (17.06 peak torch + 0.35 non-torch)
+    assert abs(23.58 * 0.9 - 17.06 - 0.35 - 3.81) < 0.01
+    assert f"{1952 * 16 / 20000:.2f}" == "1.56"
+
+
+def test_lmcache_faq_qwen3_32b_tp2() -> None:
+    """Qwen3-32B at TP 2 on H100, max_model_len 40,960: '33.66 GB x 2 (or 275,760 tokens)',
+    '6.73x', '0.2441 GB' per 1,000 tokens for the whole model (reference case
+    vllm-lmcache-faq-qwen3-32b-tp2; GB are GiB)."""
+    spec = kvplan.load_model("qwen3-32b")
+    cfg = vllm.config(40960, tensor_parallel_size=2)
+    low = vllm.from_available(spec, int(33.655 * GiB), cfg)
+    high = vllm.from_available(spec, int(33.665 * GiB), cfg)
+    assert low.gpu_kv_cache_tokens <= 275_760 <= high.gpu_kv_cache_tokens
+    blocks = 275_760 // 16
+    assert f"{blocks / cdiv(40960, 16):.2f}" == "6.73"
+    assert f"{1000 * kvplan.bytes_per_token(spec) / GiB:.4f}" == "0.2441"  # 64 x 8 x 128 x 2 x 2

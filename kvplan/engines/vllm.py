@@ -375,3 +375,29 @@ def estimated_max_model_len(result: VllmResult) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def v0_num_gpu_blocks(
+    spec: ModelSpec,
+    kv_cache_bytes: int,
+    *,
+    block_size: int = 16,
+    tensor_parallel_size: int = 1,
+    kv_cache_dtype: str | None = None,
+) -> int:
+    """The legacy V0 engine's ``# GPU blocks`` (vLLM up to about v0.6, vllm/worker/worker.py).
+
+    V0 sizes ``kv_cache_size = total x gpu_memory_utilization - peak memory`` from a profile run
+    of ``max_num_batched_tokens`` tokens (equal to max_model_len without chunked prefill, so the
+    pool shrinks as max_model_len grows), and one block spans every layer:
+    ``num_gpu_blocks = kv_cache_size // (block_size x per-token bytes of all layers)``.
+    Llama 3.1 8B: 16 x 131,072 B = 2 MiB a block; 3.81 GiB -> 1,952 blocks.
+    """
+    dtype = resolve_dtype(kv_cache_dtype or spec.torch_dtype)
+    per_block = 0
+    for layer in spec.layers:
+        page = page_spec(layer, tensor_parallel_size, dtype, block_size)
+        per_block += page.page_bytes if page is not None else 0
+    if per_block == 0:
+        raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
+    return kv_cache_bytes // per_block
