@@ -188,9 +188,17 @@ def calc(
         bool,
         typer.Option("--kv-unified", help="llama.cpp: one cache shared by all sequences."),
     ] = False,
+    cache_implementation: Annotated[
+        str,
+        typer.Option(
+            "--cache-implementation",
+            help="transformers: dynamic (DynamicCache) or static (StaticCache, pre-allocated).",
+        ),
+    ] = "dynamic",
 ) -> None:
     """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V."""
     from kvplan.catalog import load_model
+    from kvplan.errors import UnitError
     from kvplan.estimator import estimate
     from kvplan.estimator import explain as explain_lines
     from kvplan.units import parse_tokens, resolve_dtype
@@ -210,6 +218,29 @@ def calc(
         ):
             if dtype is not None and dtype.strip().lower() != "auto":
                 _option(name, resolve_dtype, dtype)
+        if engine == "transformers":
+            from kvplan import render
+            from kvplan.engines import transformers
+
+            if cache_implementation not in ("dynamic", "static"):
+                raise UnitError(
+                    f"--cache-implementation: {cache_implementation!r}; allowed: dynamic, static"
+                )
+            result = transformers.kv_cache(
+                spec,
+                context_tokens=tokens,
+                batch_size=batch,
+                cache="static" if cache_implementation == "static" else "dynamic",
+                dtype=None if kv_dtype.strip().lower() == "auto" else kv_dtype,
+            )
+            doc = render.engine_result_to_dict(
+                result, spec, context_tokens=tokens, batch_size=batch
+            )
+            if output is OutputFormat.json:
+                _print_json(doc)
+            else:
+                _print_rich(render.engine_result_view(doc))
+            return
         if engine != "ideal":
             _calc_with_engine(
                 spec,
@@ -441,10 +472,28 @@ def plan_command(
         typer.Option(
             "--engine",
             "-e",
-            help="ideal (kvplan's own paged planner) or vllm (vLLM V1's budget, groups and"
-            " printed figures).",
+            help="ideal (kvplan's own paged planner), vllm (vLLM V1's budget, groups and"
+            " printed figures) or sglang (its token pool and log line).",
         ),
     ] = "ideal",
+    mem_fraction_static: Annotated[
+        str | None,
+        typer.Option(
+            "--mem-fraction-static",
+            help="SGLang: share of GPU memory for weights and KV pool (default: its automatic"
+            " value).",
+            show_default=False,
+        ),
+    ] = None,
+    max_total_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-total-tokens", min=1, help="SGLang: cap on the token pool.", show_default=False
+        ),
+    ] = None,
+    page_size: Annotated[
+        int, typer.Option("--page-size", min=1, help="SGLang: tokens per page.")
+    ] = 1,
     engine_version: Annotated[
         str | None,
         typer.Option(
@@ -479,6 +528,20 @@ def plan_command(
         mean = _option("--mean-length", parse_tokens, mean_length) if mean_length else None
         p99 = _option("--p99-length", parse_tokens, p99_length) if p99_length else None
         utilization = _option("--gpu-memory-utilization", parse_utilization, gpu_memory_utilization)
+        if engine == "sglang":
+            _plan_with_sglang(
+                spec,
+                device,
+                max_model_len=length or spec.max_position_embeddings or 0,
+                tp=tensor_parallel_size or 1,
+                pp=pipeline_parallel_size or 1,
+                mem_fraction_static=mem_fraction_static,
+                max_total_tokens=max_total_tokens,
+                page_size=page_size,
+                kv_cache_dtype=None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype,
+                output=output,
+            )
+            return
         if engine != "ideal":
             _plan_with_engine(
                 engine,
@@ -563,7 +626,7 @@ def _plan_with_engine(
     from kvplan.engines.base import ENGINE_NAMES, UnknownEngineError
 
     if engine != "vllm":
-        modelled = "ideal, vllm"
+        modelled = "ideal, vllm, sglang"
         if engine in ENGINE_NAMES:
             raise UnknownEngineError(
                 f"--engine {engine}: its plan profile is not modelled yet; modelled: {modelled}"
@@ -616,7 +679,7 @@ def _calc_with_engine(
 
     if engine not in ("llama.cpp", "ik_llama.cpp"):
         raise UnknownEngineError(
-            f"--engine {engine}: calc models ideal, llama.cpp and ik_llama.cpp"
+            f"--engine {engine}: calc models ideal, llama.cpp, ik_llama.cpp and transformers"
             " (use `kvplan plan --engine vllm` for vLLM)"
         )
     from kvplan.engines import llamacpp
@@ -757,3 +820,62 @@ def flags(
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)
+
+
+def _plan_with_sglang(
+    spec: Any,
+    device: Any,
+    *,
+    max_model_len: int,
+    tp: int,
+    pp: int,
+    mem_fraction_static: str | None,
+    max_total_tokens: int | None,
+    page_size: int,
+    kv_cache_dtype: str | None,
+    output: OutputFormat,
+) -> None:
+    """``kvplan plan --engine sglang``: its token pool, concurrency and log line."""
+    from kvplan import render
+    from kvplan.engines import sglang
+    from kvplan.planner import parse_utilization
+
+    fraction = None
+    if mem_fraction_static is not None:
+        fraction = float(_option("--mem-fraction-static", parse_utilization, mem_fraction_static))
+    result = sglang.kv_cache(
+        spec,
+        device,
+        tp=tp,
+        pp=pp,
+        mem_fraction_static=fraction,
+        kv_cache_dtype=kv_cache_dtype,
+        page_size=page_size,
+        max_total_tokens=max_total_tokens,
+    )
+    doc = render.engine_result_to_dict(result, spec, context_tokens=max_model_len, batch_size=1)
+    tokens = result.kv_cache_tokens or 0
+    doc.update(
+        {
+            "gpu": device.name,
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "max_model_len": max_model_len,
+            "max_concurrency": tokens // max_model_len if max_model_len else 0,
+            "fits": tokens >= max_model_len,
+        }
+    )
+    if output is OutputFormat.json:
+        _print_json(doc)
+    else:
+        _print_rich(
+            [
+                *render.engine_result_view(doc)[:2],
+                f"token pool: {tokens:,} tokens; {doc['max_concurrency']} requests of"
+                f" {max_model_len:,} tokens",
+                "what sglang prints:",
+                *(f"  {line}" for line in doc["log_lines"]),
+            ]
+        )
+    if not doc["fits"]:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))

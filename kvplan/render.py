@@ -564,13 +564,15 @@ def engine_result_to_dict(
 
 def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
     """The ``kvplan calc --engine NAME`` view: what the engine allocates and prints."""
+    prints = doc["engine"] in ("llama.cpp", "ik_llama.cpp")
+    context = "n_ctx" if prints else "context"
     return [
         f"[bold]{doc['model']}[/bold] on {doc['engine']} {doc['engine_version']}:"
-        f" n_ctx {format_tokens(doc['context_tokens'])}, {doc['batch_size']} sequence"
+        f" {context} {format_tokens(doc['context_tokens'])}, {doc['batch_size']} sequence"
         f"{'s' if doc['batch_size'] != 1 else ''}",
         f"KV cache: [bold]{format_bytes(doc['kv_cache_bytes'])}[/bold]"
         f" ({doc['kv_cache_bytes']:,} bytes)",
-        f"what {doc['engine']} prints:",
+        f"what {doc['engine']} prints:" if prints else "the cache:",
         *(f"  {line}" for line in doc["log_lines"]),
     ]
 

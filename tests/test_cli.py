@@ -449,3 +449,34 @@ def test_flags_hand_checked() -> None:
     assert f"--mem-fraction-static=0.{fraction}" in engines["sglang"]["flags"]
     assert engines["llama.cpp"]["flags"][:2] == ["-c 393216", "-np 12"]
     assert "--max-batch-total-tokens=393216" in engines["tgi"]["flags"]
+
+
+def test_plan_engine_sglang_and_calc_engine_transformers() -> None:
+    code, out, err = run(
+        "plan",
+        "qwen3-8b",
+        "-g",
+        "h100",
+        "-e",
+        "sglang",
+        "--max-model-len",
+        "32K",
+        "--mem-fraction-static",
+        "0.85",
+        "-f",
+        "json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["engine"] == "sglang"
+    # 36 layers x 8 heads x (128 + 128) x 2 B = 147,456 B a token on one GPU
+    assert doc["max_concurrency"] == doc["kv_cache_tokens"] // 32768
+    assert doc["log_lines"][0].startswith(
+        f"KV Cache is allocated. #tokens: {doc['kv_cache_tokens']}"
+    )
+    code, out, err = run(
+        "calc", "deepseek-v3", "-c", "1000", "-b", "2", "-e", "transformers", "-f", "json"
+    )
+    assert code == 0, err
+    # transformers caches DeepSeek V3 decompressed: 61 layers x 128 heads x (192 K + 128 V) x 2 B
+    assert json.loads(out)["kv_cache_bytes"] == 61 * 128 * (192 + 128) * 2 * 1000 * 2

@@ -46,8 +46,9 @@ from kvplan.spec import ModelSpec
 from kvplan.units import DType, GiB, MiB, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
 
-#: The SGLang versions these rules were read for.
-SGLANG_VERSION = "0.4.x-0.5.x (2025); NSA indexer term from PR #11309 (Oct 2025)"
+#: The SGLang versions these rules were read for: the 0.4.x-0.5.x releases of 2025; the NSA
+#: (DeepSeek V3.2) indexer term from PR #11309 (Oct 2025).
+SGLANG_VERSION = "0.5"
 
 #: NSA (DeepSeek V3.2) stores its indexer key and the MLA latent in fp8 blocks of 128 values,
 #: each block with one fp32 (4 B) scale (``NSATokenToKVPool.quant_block_size``).
