@@ -26,7 +26,7 @@ from kvplan.hardware import GPU
 from kvplan.layers import LayerCache, tokens_retained
 from kvplan.spec import ModelSpec
 from kvplan.units import DType, MiB, format_bytes, format_tokens
-from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+from kvplan.weights import Weights, model_weights, pipeline_partition, stage_weight_bytes
 
 DEFAULT_UTILIZATION = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
@@ -116,13 +116,7 @@ class StagePlan:
 
     def private_bytes(self, context_tokens: int, shared_blocks: int, block_size: int) -> int:
         """Bytes one request of ``context_tokens`` holds beyond the shared prefix."""
-        total = 0
-        for g in self.groups:
-            blocks = g.layer.max_blocks(context_tokens, block_size)
-            if g.shares_prefix:
-                blocks -= min(blocks, shared_blocks)
-            total += (blocks * g.page_bytes + g.state_bytes) * g.num_layers
-        return total
+        return _private_bytes(self.groups, context_tokens, shared_blocks, block_size)
 
     def ideal_bytes(self, context_tokens: int, shared_tokens: int = 0) -> int:
         """The same request without paging: exactly the tokens each layer keeps, less the
@@ -134,6 +128,35 @@ class StagePlan:
                 kept -= min(kept, shared_tokens)
             total += (g.token_bytes * kept + g.state_bytes) * g.num_layers
         return total
+
+
+def _private_bytes(
+    groups: Sequence[_Group], context_tokens: int, shared_blocks: int, block_size: int
+) -> int:
+    total = 0
+    for g in groups:
+        blocks = g.layer.max_blocks(context_tokens, block_size)
+        if g.shares_prefix:
+            blocks -= min(blocks, shared_blocks)
+        total += (blocks * g.page_bytes + g.state_bytes) * g.num_layers
+    return total
+
+
+def _stored_prefix_bytes(groups: Sequence[_Group], shared_blocks: int) -> int:
+    """The prefix's pages, stored once per GPU for all requests (full and MLA layers)."""
+    return sum(g.page_bytes * g.num_layers * shared_blocks for g in groups if g.shares_prefix)
+
+
+_SHARDS: dict[tuple[LayerCache, int], LayerCache] = {}
+
+
+def _shard(layer: LayerCache, tensor_parallel_size: int) -> LayerCache:
+    """``layer.shard(tp)``, memoised: sweeps plan the same layers thousands of times."""
+    key = (layer, tensor_parallel_size)
+    shard = _SHARDS.get(key)
+    if shard is None:
+        shard = _SHARDS[key] = layer.shard(tensor_parallel_size)
+    return shard
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +416,11 @@ def _mix_lengths(
     return summary, True
 
 
-def _stages(d: Deployment) -> tuple[StagePlan, ...]:
-    """Memory and pages of every stage (one GPU each) of deployment ``d``."""
+def _stages(
+    d: Deployment, max_model_len: int | None = None, shared_blocks: int = 0
+) -> tuple[tuple[StagePlan, ...], Weights, Overhead]:
+    """Memory and pages of every stage (one GPU each) of deployment ``d``; with
+    ``max_model_len``, also what one request of that length holds and how many fit."""
     spec, tp = d.spec, d.tensor_parallel_size
     k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
     weights = model_weights(spec, d.served_dtype, d.quantization)
@@ -413,7 +439,8 @@ def _stages(d: Deployment) -> tuple[StagePlan, ...]:
                 counts[layer] = counts.get(layer, 0) + 1
             layer_groups = tuple(counts.items())
         groups = tuple(
-            _group(layer.shard(tp), n, k_dtype, v_dtype, d.block_size) for layer, n in layer_groups
+            _group(_shard(layer, tp), n, k_dtype, v_dtype, d.block_size)
+            for layer, n in layer_groups
         )
         weights_bytes = stage_weight_bytes(
             weights, spec.num_hidden_layers, num_layers, index == 0, index == len(parts) - 1, tp
@@ -424,6 +451,12 @@ def _stages(d: Deployment) -> tuple[StagePlan, ...]:
             pool = max(0, usable - weights_bytes - overhead.total_bytes)
         block_bytes = sum(g.page_bytes * g.num_layers for g in groups)
         num_blocks = pool // block_bytes if block_bytes else 0
+        request = stored = concurrency = None
+        if max_model_len is not None:
+            request = _private_bytes(groups, max_model_len, shared_blocks, d.block_size)
+            stored = _stored_prefix_bytes(groups, shared_blocks)
+            if request:
+                concurrency = (pool - stored) // request if pool >= stored else 0
         stages.append(
             StagePlan(
                 index=index,
@@ -435,14 +468,14 @@ def _stages(d: Deployment) -> tuple[StagePlan, ...]:
                 block_bytes=block_bytes,
                 num_blocks=num_blocks,
                 kv_cache_tokens=num_blocks * d.block_size,
-                request_bytes=None,
-                shared_bytes=0,
-                max_concurrency=None,
+                request_bytes=request,
+                shared_bytes=stored or 0,
+                max_concurrency=concurrency,
                 groups=groups,
             )
         )
         first = last + 1
-    return tuple(stages)
+    return tuple(stages), weights, overhead
 
 
 def _group(layer: LayerCache, n: int, k: DType, v: DType, block_size: int) -> _Group:
@@ -465,8 +498,7 @@ def _shared_blocks(prefix_tokens: int, tokens: int, block_size: int) -> int:
 
 
 def _shared_bytes(stage: StagePlan, shared_blocks: int) -> int:
-    """The prefix's pages, stored once per GPU for all requests (full and MLA layers)."""
-    return sum(g.page_bytes * g.num_layers * shared_blocks for g in stage.groups if g.shares_prefix)
+    return _stored_prefix_bytes(stage.groups, shared_blocks)
 
 
 def _concurrency(stage: StagePlan, tokens: int, shared_blocks: int, block_size: int) -> int | None:
@@ -511,16 +543,14 @@ def _solve(
     mix_lengths: tuple[list[int], bool] | None,
 ) -> Plan:
     spec, bs = d.spec, d.block_size
-    stages = _stages(d)
     cap = max_model_len or spec.max_position_embeddings or 1 << 24
     if shared_prefix > cap:
         raise UnitError(f"shared prefix {shared_prefix:,} exceeds the context {cap:,}")
     shared_blocks = _shared_blocks(shared_prefix, max_model_len or cap, bs)
+    stages, weights, overhead = _stages(d, max_model_len, shared_blocks)
     k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
-    weights = model_weights(spec, d.served_dtype, d.quantization)
     max_concurrency = request_bytes = ideal = max_context = None
     if max_model_len is not None:
-        stages = tuple(_with_concurrency(s, max_model_len, shared_blocks, bs) for s in stages)
         limiting = [s for s in stages if s.max_concurrency is not None]
         if not limiting:
             raise UnitError(f"{spec.name} keeps no per-request cache: concurrency is unbounded")
@@ -548,7 +578,7 @@ def _solve(
         v_dtype=v_dtype,
         block_size=bs,
         shared_prefix_tokens=shared_prefix,
-        overhead=d.overhead(),
+        overhead=overhead,
         weights_model_dtype=weights.model_dtype,
         weights_format=weights.description,
         quantization=d.quantization,
@@ -560,15 +590,6 @@ def _solve(
         request_bytes=request_bytes,
         ideal_request_bytes=ideal,
         length_mix=mix,
-    )
-
-
-def _with_concurrency(stage: StagePlan, tokens: int, shared_blocks: int, bs: int) -> StagePlan:
-    return replace(
-        stage,
-        request_bytes=stage.private_bytes(tokens, shared_blocks, bs),
-        shared_bytes=_shared_bytes(stage, shared_blocks),
-        max_concurrency=_concurrency(stage, tokens, shared_blocks, bs),
     )
 
 
