@@ -223,7 +223,7 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
             )
     if blocks is not None:
         # the printed figures follow from the block count alone
-        tokens = blocks // result.num_groups * cfg.block_size
+        tokens = blocks // result.num_groups * result.block_size
         if tokens_text is not None:
             ok = tokens == int(tokens_text.replace(",", ""))
             rows.append(

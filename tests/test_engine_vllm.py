@@ -335,3 +335,44 @@ def test_lmcache_faq_qwen3_32b_tp2() -> None:
     blocks = 275_760 // 16
     assert f"{blocks / cdiv(40960, 16):.2f}" == "6.73"
     assert f"{1000 * kvplan.bytes_per_token(spec) / GiB:.4f}" == "0.2441"  # 64 x 8 x 128 x 2 x 2
+
+
+def test_mamba_hybrid_raises_the_attention_block_size() -> None:
+    # Qwen3-Next (bf16, TP 1): an attention token is 2 KV heads x 256 x 2 (K, V) x 2 B = 2,048 B;
+    # a gated-delta-net state is ((2 x 16 x 128 + 32 x 128) x 3 conv + 32 x 128 x 128) x 2 B
+    # = 1,097,728 B -> blocks of 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens, page 1,114,112 B
+    spec = kvplan.load_model("qwen3-next-80b-a3b")
+    r = vllm.from_available(spec, 40 * GiB, vllm.config(8192))
+    assert r.block_size == 544
+    assert r.page_bytes == 544 * 2048 == 1_114_112
+    # 12 full + 36 linear layers -> groups of 12: one attention group, three state groups
+    assert (r.group_size, r.num_groups) == (12, 4)
+    assert r.num_gpu_blocks == 40 * GiB // 1_114_112 // 12
+    # a request of 8,192 tokens: cdiv(8192, 544) = 16 attention blocks + 1 state page per group
+    assert r.blocks_per_request == 16 + 3
+    assert r.gpu_kv_cache_tokens == r.num_gpu_blocks // 4 * 544
+
+
+def test_mamba1_hybrid_jamba() -> None:
+    # Jamba: attention token 8 x 128 x 2 x 2 = 4,096 B; Mamba1 state (8192 x 3 + 8192 x 16) x 2 B
+    # = 311,296 B -> blocks of 16 x cdiv(311,296, 65,536) = 80 tokens, page 327,680 B;
+    # 4 attention + 28 mamba layers -> groups of 4: 1 + 7
+    r = vllm.from_available(kvplan.load_model("jamba-v0.1"), 10 * GiB, vllm.config(4096))
+    assert (r.block_size, r.page_bytes, r.num_groups) == (80, 327_680, 8)
+    assert r.blocks_per_request == cdiv(4096, 80) + 7
+
+
+def test_fp8_ds_mla_layout() -> None:
+    # 512 fp8 latent + 4 fp32 scales + 64 bf16 rope = 656 B per token per layer
+    spec = kvplan.load_model("deepseek-v3")
+    r = vllm.from_available(spec, 20 * GiB, vllm.config(8192, kv_cache_dtype="fp8_ds_mla"))
+    assert r.page_bytes == 16 * 656
+    assert r.num_gpu_blocks == 20 * GiB // (16 * 656) // 61
+
+
+def test_int8_per_token_head_scales() -> None:
+    # Llama 3.1 8B: (8 heads x 128 x 1 B + 8 fp32 scales) x 2 (K, V) = 2,112 B per token per layer
+    spec = kvplan.load_model("llama-3.1-8b")
+    r = vllm.from_available(spec, 10 * GiB, vllm.config(8192, kv_cache_dtype="int8_per_token_head"))
+    assert r.page_bytes == 16 * 2112
+    assert r.num_gpu_blocks == 10 * GiB // (16 * 2112) // 32

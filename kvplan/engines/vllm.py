@@ -41,6 +41,7 @@ from kvplan.layers import (
     LayerCache,
     MLALatent,
     NoCache,
+    RecurrentState,
     SlidingWindowAttention,
 )
 from kvplan.planner import parse_utilization
@@ -63,6 +64,7 @@ class VllmConfig:
     block_size: int = 16
     kv_cache_dtype: str | None = None
     kv_cache_memory_bytes: int | None = None
+    mamba_ssm_cache_dtype: str | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     dtype: str | None = None
@@ -72,20 +74,34 @@ class VllmConfig:
 
 @dataclass(frozen=True, slots=True)
 class PageSpec:
-    """One layer's cache spec as vLLM sees it: what a page holds and how many a request needs."""
+    """One layer's cache spec as vLLM sees it: what a page holds and how many a request needs.
 
-    kind: str  # full | sliding | chunked | mla
-    page_bytes: int
+    ``token_bytes``: one token of one layer (attention), or the whole state (mamba);
+    ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it.
+    """
+
+    kind: str  # full | sliding | chunked | mla | mamba
+    token_bytes: int
+    block_size: int
     window: int = 0
+    padded_page_bytes: int = 0
+
+    @property
+    def page_bytes(self) -> int:
+        if self.kind == "mamba":
+            return max(self.token_bytes, self.padded_page_bytes)
+        return self.block_size * self.token_bytes
 
     def blocks_per_request(self, cfg: VllmConfig) -> int:
-        bs, length, batched = cfg.block_size, cfg.max_model_len, cfg.max_num_batched_tokens
+        bs, length, batched = self.block_size, cfg.max_model_len, cfg.max_num_batched_tokens
         match self.kind:
             case "sliding":
                 # the window need not start on a block boundary: one block more
                 return cdiv(min(self.window - 1 + batched, length), bs) + 1
             case "chunked":
                 return cdiv(min(self.window + batched, length), bs)
+            case "mamba":
+                return 1  # one state page per request, whatever its length
             case _:
                 return cdiv(length, bs)
 
@@ -132,6 +148,7 @@ class VllmResult:
     page_bytes: int
     num_groups: int
     group_size: int
+    block_size: int
     num_gpu_blocks: int
     gpu_kv_cache_tokens: int
     blocks_per_request: int
@@ -158,7 +175,7 @@ class VllmResult:
             engine_version=self.config.version,
             kv_cache_bytes=self.num_gpu_blocks * self.page_bytes * self.group_size,
             num_blocks=self.num_gpu_blocks,
-            block_size=self.config.block_size,
+            block_size=self.block_size,
             kv_cache_tokens=self.gpu_kv_cache_tokens,
             engine_log={
                 "num_gpu_blocks": self.num_gpu_blocks,
@@ -170,26 +187,77 @@ class VllmResult:
         )
 
 
-def page_spec(layer: LayerCache, tp: int, dtype: DType, block_size: int) -> PageSpec | None:
-    """vLLM's cache spec of one layer on one rank; None for layers without a KV cache."""
+#: ``--kv-cache-dtype`` values that are layouts rather than plain element types.
+PER_TOKEN_HEAD = {"int8_per_token_head": "int8", "fp8_per_token_head": "fp8_e4m3"}
+FP8_DS_MLA_TOKEN_BYTES = 656  # 512 fp8 latent values + 4 fp32 scales + 64 bf16 rope values
+
+
+def page_spec(
+    layer: LayerCache, tp: int, kv_cache_dtype: str, block_size: int, state_dtype: DType
+) -> PageSpec | None:
+    """vLLM's cache spec of one layer on one rank; None for layers without a KV cache.
+
+    ``kv_cache_dtype`` is vLLM's flag value: an element type (``bfloat16``, ``fp8``...),
+    ``int8_per_token_head``/``fp8_per_token_head`` (1 B a value plus one fp32 scale per token
+    per head, for K and for V), or ``fp8_ds_mla`` (656 B per token of an MLA layer).
+    """
     match layer:
         case MLALatent():
+            if kv_cache_dtype == "fp8_ds_mla":
+                return PageSpec("mla", FP8_DS_MLA_TOKEN_BYTES, block_size)
+            dtype = resolve_dtype(PER_TOKEN_HEAD.get(kv_cache_dtype, kv_cache_dtype))
             return PageSpec(
-                "mla", block_size * dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim)
+                "mla", dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim), block_size
             )
         case SlidingWindowAttention() | ChunkedLocalAttention() | FullAttention():
             heads = max(1, layer.num_kv_heads // tp)
-            page = block_size * dtype.row_bytes(heads * layer.head_dim) * 2
+            if kv_cache_dtype == "fp8_ds_mla":
+                raise UnitError("--kv-cache-dtype fp8_ds_mla applies to MLA models only")
+            if kv_cache_dtype in PER_TOKEN_HEAD:
+                row = heads * layer.head_dim + heads * 4  # 1 B a value + an fp32 scale a head
+            else:
+                row = resolve_dtype(kv_cache_dtype).row_bytes(heads * layer.head_dim)
+            token = row * 2  # K and V
             if isinstance(layer, SlidingWindowAttention):
-                return PageSpec("sliding", page, layer.window)
+                return PageSpec("sliding", token, block_size, layer.window)
             if isinstance(layer, ChunkedLocalAttention):
-                return PageSpec("chunked", page, layer.chunk)
-            return PageSpec("full", page)
+                return PageSpec("chunked", token, block_size, layer.chunk)
+            return PageSpec("full", token, block_size)
+        case RecurrentState():
+            shard = layer.shard(tp)
+            assert isinstance(shard, RecurrentState)
+            state = state_dtype.row_bytes(shard.conv_values) + state_dtype.row_bytes(
+                shard.ssm_values
+            )
+            return PageSpec("mamba", state, block_size)
         case NoCache():
             return None
-    raise UnitError(
-        f"vLLM profile: {layer.kind} layers (recurrent state pages) are not modelled yet"
-    )
+    raise UnitError(f"vLLM profile: {layer.kind} layers are not modelled")
+
+
+def _align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
+    """Hybrids with recurrent state: vLLM raises the attention block size until one attention
+    page holds at least one state page, then pads the state page to the attention page, so
+    every page in the shared pool has one size. Qwen3-Next (bf16): an attention token is
+    2 x 2 x 256 x 2 = 2,048 B on one rank and a gated-delta-net state 1,097,728 B, so blocks
+    grow from 16 to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (page 1,114,112 B)."""
+    states = [s for s in specs if s is not None and s.kind == "mamba"]
+    attention = [s for s in specs if s is not None and s.kind != "mamba"]
+    if not states or not attention:
+        return specs
+    token = max(s.token_bytes for s in attention)
+    base = attention[0].block_size
+    state_page = max(s.token_bytes for s in states)
+    block_size = base * cdiv(state_page, base * token) if state_page > base * token else base
+    page = block_size * token
+    return [
+        None
+        if s is None
+        else replace(s, padded_page_bytes=page, block_size=block_size)
+        if s.kind == "mamba"
+        else replace(s, block_size=block_size)
+        for s in specs
+    ]
 
 
 def kv_cache_groups(specs: Sequence[PageSpec]) -> tuple[list[tuple[PageSpec, int]], int, int]:
@@ -255,8 +323,13 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
         )
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     served = _served_dtype(spec, cfg)
-    cache_dtype = resolve_dtype(cfg.kv_cache_dtype or served or spec.torch_dtype)
-    layer_specs = [page_spec(layer, tp, cache_dtype, cfg.block_size) for layer in spec.layers]
+    model_dtype = resolve_dtype(served or spec.torch_dtype)
+    cache_format = cfg.kv_cache_dtype or model_dtype.name
+    # mamba_ssm_cache_dtype "auto": the state is kept in the model dtype
+    state_dtype = resolve_dtype(cfg.mamba_ssm_cache_dtype or model_dtype.name)
+    layer_specs = _align_to_state_pages(
+        [page_spec(layer, tp, cache_format, cfg.block_size, state_dtype) for layer in spec.layers]
+    )
     cached = [s for s in layer_specs if s is not None]
     groups, group_size, padding = kv_cache_groups(cached)
     if not groups:
@@ -338,7 +411,8 @@ def _result(
         num_groups=len(groups),
         group_size=group_size,
         num_gpu_blocks=num_blocks,
-        gpu_kv_cache_tokens=num_blocks // len(groups) * cfg.block_size,
+        block_size=min(spec.block_size for spec, _ in groups),
+        gpu_kv_cache_tokens=num_blocks // len(groups) * min(spec.block_size for spec, _ in groups),
         blocks_per_request=per_request,
         max_concurrency=Fraction(num_blocks, per_request),
         padding_layers=padding,
@@ -396,7 +470,7 @@ def v0_num_gpu_blocks(
     dtype = resolve_dtype(kv_cache_dtype or spec.torch_dtype)
     per_block = 0
     for layer in spec.layers:
-        page = page_spec(layer, tensor_parallel_size, dtype, block_size)
+        page = page_spec(layer, tensor_parallel_size, dtype.name, block_size, dtype)
         per_block += page.page_bytes if page is not None else 0
     if per_block == 0:
         raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
