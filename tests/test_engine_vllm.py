@@ -9,6 +9,7 @@ exactly.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import NamedTuple
 
 import pytest
@@ -376,3 +377,21 @@ def test_int8_per_token_head_scales() -> None:
     r = vllm.from_available(spec, 10 * GiB, vllm.config(8192, kv_cache_dtype="int8_per_token_head"))
     assert r.page_bytes == 16 * 2112
     assert r.num_gpu_blocks == 10 * GiB // (16 * 2112) // 32
+
+
+def test_version_0_8_keeps_sliding_layers_full_and_prints_tokens_over_length() -> None:
+    # vLLM 0.8 (first V1): Gemma 3 12B's 48 layers form one group with full pages;
+    # blocks = memory // 131,072 // 48; GPU KV cache size = blocks x 16; concurrency = tokens / L
+    spec = kvplan.load_model("gemma-3-12b")
+    r = vllm.from_available(spec, 47 * GiB, vllm.config(8192, version="0.8"))
+    blocks = 47 * GiB // 131_072 // 48
+    assert (r.num_groups, r.num_gpu_blocks) == (1, blocks)
+    assert r.gpu_kv_cache_tokens == blocks * 16
+    assert r.max_concurrency == Fraction(blocks * 16, 8192)
+
+
+def test_unknown_version() -> None:
+    from kvplan.engines.base import UnknownEngineError
+
+    with pytest.raises(UnknownEngineError, match=r"modelled: 0\.8, 0\.19"):
+        vllm.from_available(kvplan.load_model("llama-3.1-8b"), GiB, vllm.config(8, version="0.5"))

@@ -49,7 +49,10 @@ from kvplan.spec import ModelSpec
 from kvplan.units import DType, GiB, MiB, cdiv, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
 
-VERSIONS = ("0.19",)
+#: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
+#: kept as full attention, ``GPU KV cache size = num_blocks x block_size`` and concurrency
+#: ``tokens / max_model_len``. ``0.19``: the hybrid manager (v0.9.1-v0.19), as described above.
+VERSIONS = ("0.8", "0.19")
 DEFAULT_VERSION = "0.19"
 
 
@@ -330,6 +333,14 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     layer_specs = _align_to_state_pages(
         [page_spec(layer, tp, cache_format, cfg.block_size, state_dtype) for layer in spec.layers]
     )
+    if cfg.version == "0.8":
+        # no hybrid manager yet: every attention layer keeps every token (one group)
+        if any(s is not None and s.kind == "mamba" for s in layer_specs):
+            raise UnitError("vLLM 0.8 (V1) does not serve models with recurrent state")
+        layer_specs = [
+            None if s is None else replace(s, kind="mla" if s.kind == "mla" else "full", window=0)
+            for s in layer_specs
+        ]
     cached = [s for s in layer_specs if s is not None]
     groups, group_size, padding = kv_cache_groups(cached)
     if not groups:
@@ -404,6 +415,13 @@ def _result(
     num_blocks: int,
 ) -> VllmResult:
     per_request = sum(spec.blocks_per_request(cfg) for spec, _ in groups)
+    block_size = min(spec.block_size for spec, _ in groups)
+    if cfg.version == "0.8":
+        tokens = num_blocks * block_size
+        concurrency = Fraction(tokens, cfg.max_model_len)
+    else:
+        tokens = num_blocks // len(groups) * block_size
+        concurrency = Fraction(num_blocks, per_request)
     return VllmResult(
         config=cfg,
         stages=stages,
@@ -411,10 +429,10 @@ def _result(
         num_groups=len(groups),
         group_size=group_size,
         num_gpu_blocks=num_blocks,
-        block_size=min(spec.block_size for spec, _ in groups),
-        gpu_kv_cache_tokens=num_blocks // len(groups) * min(spec.block_size for spec, _ in groups),
+        block_size=block_size,
+        gpu_kv_cache_tokens=tokens,
         blocks_per_request=per_request,
-        max_concurrency=Fraction(num_blocks, per_request),
+        max_concurrency=concurrency,
         padding_layers=padding,
         groups=tuple(groups),
     )
