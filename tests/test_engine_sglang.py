@@ -340,3 +340,43 @@ def test_deepseek_v32_whole_profile_at_implied_memory() -> None:
     assert result.block_size == 64
     assert result.log_lines == (V32_LINE,)
     assert result.engine_log["kv_size_gb"] == 43.67
+
+
+def test_swa_pool_split_hand_worked() -> None:
+    # Gemma 3 27B: 52 sliding + 10 full layers; 100,000 tokens counted as full across 62 layers
+    # -> full = int(6,200,000 / (0.8 x 52 + 10)) = int(6,200,000 / 51.6) = 120,155,
+    #    swa = int(120,155 x 0.8) = 96,124
+    from kvplan.engines.sglang import swa_pool_tokens
+
+    assert swa_pool_tokens(100_000, num_layers=62, full_layers=10, swa_layers=52) == (
+        120_155,
+        96_124,
+    )
+    # rounded down to the page
+    assert swa_pool_tokens(100_000, num_layers=62, full_layers=10, swa_layers=52, page_size=64) == (
+        120_128,
+        96_064,
+    )
+
+
+def test_hybrid_swa_kv_cache_uses_the_split() -> None:
+    import kvplan
+    from kvplan.engines import sglang
+    from kvplan.hardware import find_gpu
+
+    spec = kvplan.load_model("gemma-3-27b")
+    result = sglang.kv_cache(spec, find_gpu("h200"), mem_fraction_static=0.85)
+    log = result.engine_log
+    assert result.kv_cache_tokens == log["full_layer_tokens"]
+    assert result.log_lines[0] == (
+        f"Use sliding window memory pool. full_layer_tokens={log['full_layer_tokens']},"
+        f" swa_layer_tokens={log['swa_layer_tokens']}"
+    )
+    # 16 KV heads x 128 x 2 B per K row; rows = tokens + 1 page per layer
+    per_row = 16 * 128 * 2
+    expected = (
+        2
+        * per_row
+        * (10 * (int(log["full_layer_tokens"]) + 1) + 52 * (int(log["swa_layer_tokens"]) + 1))
+    )
+    assert result.kv_cache_bytes == expected

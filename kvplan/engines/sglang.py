@@ -41,7 +41,7 @@ from fractions import Fraction
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
-from kvplan.layers import FullAttention, LayerCache, MLALatent
+from kvplan.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
 from kvplan.spec import ModelSpec
 from kvplan.units import DType, GiB, MiB, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
@@ -334,6 +334,31 @@ def pool_bytes(
     return k_bytes, v_bytes
 
 
+def swa_pool_tokens(
+    max_total_num_tokens: int,
+    *,
+    num_layers: int,
+    full_layers: int,
+    swa_layers: int,
+    swa_full_tokens_ratio: float = 0.8,
+    page_size: int = 1,
+) -> tuple[int, int]:
+    """SGLang's split of a hybrid-SWA model's pool: ``(full_layer_tokens, swa_layer_tokens)``.
+
+    The profile counted every layer as full; the same memory is shared so that
+    ``swa x swa_layers + full x full_layers = tokens x num_layers`` with
+    ``swa = full x swa_full_tokens_ratio`` (``--swa-full-tokens-ratio``, default 0.8), both
+    rounded down to the page (model_runner.py, ``set_num_token_hybrid``; SGLang computes it in
+    floats, and so does this). Gemma 3 27B (52 sliding, 10 full), 100,000 tokens:
+    full = int(6,200,000 / 51.6) = 120,155, swa = int(120,155 x 0.8) = 96,124.
+    """
+    total = max_total_num_tokens * num_layers
+    denominator = swa_full_tokens_ratio * swa_layers + full_layers
+    full = int(total / denominator)
+    swa = int(full * swa_full_tokens_ratio)
+    return full // page_size * page_size, swa // page_size * page_size
+
+
 def kv_cache(
     spec: ModelSpec,
     gpu: GPU,
@@ -351,6 +376,7 @@ def kv_cache(
     index_head_dim: int | None = None,
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    swa_full_tokens_ratio: float = 0.8,
 ) -> EngineResult:
     """The KV pool SGLang allocates on one GPU of ``gpu``, with its log line.
 
@@ -362,9 +388,10 @@ def kv_cache(
     graphs and the request-to-token table come later and do not move the pool.
 
     With PP, each stage sizes its own pool and all take the smallest token count.
-    ``mem_fraction_static`` None takes ``mem_fraction_static_auto``. Not modelled: the
-    full/sliding pool split of hybrid-SWA models (sliding layers count as full ones here),
-    the Mamba state pool, fp4 caches, speculative drafts.
+    ``mem_fraction_static`` None takes ``mem_fraction_static_auto``. A hybrid-SWA model's pool
+    is split between full and sliding layers (``swa_pool_tokens``); then ``kv_cache_tokens``
+    is the full layers' tokens and the log carries both counts. Not modelled: the Mamba
+    state pool, fp4 caches, speculative drafts.
     """
     for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
         if value < 1:
@@ -449,6 +476,59 @@ def kv_cache(
         "mem_fraction_static": fraction,
         "rest_bytes": stage_rest[0],
     }
+    swa_layers = sum(1 for layer in spec.layers if isinstance(layer, SlidingWindowAttention))
+    full_layers = sum(
+        1
+        for layer in spec.layers
+        if isinstance(layer, FullAttention) and not isinstance(layer, SlidingWindowAttention)
+    )
+    if swa_layers and full_layers:
+        full_tokens, swa_tokens = swa_pool_tokens(
+            tokens,
+            num_layers=len(spec.layers),
+            full_layers=full_layers,
+            swa_layers=swa_layers,
+            swa_full_tokens_ratio=swa_full_tokens_ratio,
+            page_size=page_size,
+        )
+        full_k, full_v = pool_bytes(
+            spec,
+            full_tokens,
+            tp=attention_tp,
+            kv_cache_dtype=kv_cache_dtype,
+            page_size=page_size,
+            layers=[lyr for lyr in stage_layers[0] if not isinstance(lyr, SlidingWindowAttention)],
+        )
+        swa_k, swa_v = pool_bytes(
+            spec,
+            swa_tokens,
+            tp=attention_tp,
+            kv_cache_dtype=kv_cache_dtype,
+            page_size=page_size,
+            layers=[lyr for lyr in stage_layers[0] if isinstance(lyr, SlidingWindowAttention)],
+        )
+        log.update(
+            {
+                "max_total_num_tokens": full_tokens,
+                "full_layer_tokens": full_tokens,
+                "swa_layer_tokens": swa_tokens,
+                "k_size_bytes": full_k + swa_k,
+                "v_size_bytes": full_v + swa_v,
+            }
+        )
+        return EngineResult(
+            engine="sglang",
+            engine_version=SGLANG_VERSION,
+            kv_cache_bytes=full_k + full_v + swa_k + swa_v,
+            num_blocks=full_tokens // page_size,
+            block_size=page_size,
+            kv_cache_tokens=full_tokens,
+            engine_log=log,
+            log_lines=(
+                "Use sliding window memory pool. full_layer_tokens="
+                f"{full_tokens}, swa_layer_tokens={swa_tokens}",
+            ),
+        )
     if is_mla:
         log["kv_size_gb"] = float(f"{k_bytes / GiB:.2f}")
         log["kv_size_bytes"] = k_bytes
