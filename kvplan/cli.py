@@ -473,7 +473,9 @@ def plan_command(
             "--engine",
             "-e",
             help="ideal (kvplan's own paged planner), vllm (vLLM V1's budget, groups and"
-            " printed figures) or sglang (its token pool and log line).",
+            " printed figures), sglang (its token pool and log line) or trtllm (a fraction of"
+            " free memory, 32-token blocks; --gpu-memory-utilization is its"
+            " free_gpu_memory_fraction).",
         ),
     ] = "ideal",
     mem_fraction_static: Annotated[
@@ -528,6 +530,18 @@ def plan_command(
         mean = _option("--mean-length", parse_tokens, mean_length) if mean_length else None
         p99 = _option("--p99-length", parse_tokens, p99_length) if p99_length else None
         utilization = _option("--gpu-memory-utilization", parse_utilization, gpu_memory_utilization)
+        if engine == "trtllm":
+            _plan_with_trtllm(
+                spec,
+                device,
+                max_model_len=length or spec.max_position_embeddings or 0,
+                tp=tensor_parallel_size or 1,
+                pp=pipeline_parallel_size or 1,
+                fraction=float(utilization),
+                kv_cache_dtype=None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype,
+                output=output,
+            )
+            return
         if engine == "sglang":
             _plan_with_sglang(
                 spec,
@@ -626,7 +640,7 @@ def _plan_with_engine(
     from kvplan.engines.base import ENGINE_NAMES, UnknownEngineError
 
     if engine != "vllm":
-        modelled = "ideal, vllm, sglang"
+        modelled = "ideal, vllm, sglang, trtllm"
         if engine in ENGINE_NAMES:
             raise UnknownEngineError(
                 f"--engine {engine}: its plan profile is not modelled yet; modelled: {modelled}"
@@ -874,6 +888,59 @@ def _plan_with_sglang(
                 f"token pool: {tokens:,} tokens; {doc['max_concurrency']} requests of"
                 f" {max_model_len:,} tokens",
                 "what sglang prints:",
+                *(f"  {line}" for line in doc["log_lines"]),
+            ]
+        )
+    if not doc["fits"]:
+        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _plan_with_trtllm(
+    spec: Any,
+    device: Any,
+    *,
+    max_model_len: int,
+    tp: int,
+    pp: int,
+    fraction: float,
+    kv_cache_dtype: str | None,
+    output: OutputFormat,
+) -> None:
+    """``kvplan plan --engine trtllm``: its token pool and log lines (peak taken as weights)."""
+    from kvplan import render
+    from kvplan.engines import trtllm
+
+    result = trtllm.kv_cache(
+        spec,
+        device,
+        tp=tp,
+        pp=pp,
+        free_gpu_memory_fraction=fraction,
+        kv_cache_dtype=kv_cache_dtype,
+        max_seq_len=max_model_len or None,
+    )
+    doc = render.engine_result_to_dict(result, spec, context_tokens=max_model_len, batch_size=1)
+    tokens = result.kv_cache_tokens or 0
+    doc.update(
+        {
+            "gpu": device.name,
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "max_model_len": max_model_len,
+            "max_concurrency": tokens // max_model_len if max_model_len else 0,
+            "fits": tokens >= max_model_len,
+        }
+    )
+    if output is OutputFormat.json:
+        _print_json(doc)
+    else:
+        _print_rich(
+            [
+                *render.engine_result_view(doc)[:2],
+                f"token pool: {tokens:,} tokens; {doc['max_concurrency']} requests of"
+                f" {max_model_len:,} tokens (free_gpu_memory_fraction {fraction:g}, the dry"
+                " run's peak taken as the weights)",
+                "what TensorRT-LLM prints:",
                 *(f"  {line}" for line in doc["log_lines"]),
             ]
         )

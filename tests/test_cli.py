@@ -480,3 +480,15 @@ def test_plan_engine_sglang_and_calc_engine_transformers() -> None:
     assert code == 0, err
     # transformers caches DeepSeek V3 decompressed: 61 layers x 128 heads x (192 K + 128 V) x 2 B
     assert json.loads(out)["kv_cache_bytes"] == 61 * 128 * (192 + 128) * 2 * 1000 * 2
+
+
+def test_plan_engine_trtllm() -> None:
+    code, out, err = run(
+        "plan", "llama-3.1-8b", "-g", "h100", "-e", "trtllm", "--max-model-len", "32K", "-f", "json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    # (total - weights) x 0.9 // 131,072 B a token, in 32-token blocks
+    available = (85_029_027_840 - 8_030_261_248 * 2) * 9 // 10
+    assert doc["kv_cache_tokens"] == available // 131_072 // 32 * 32
+    assert doc["max_concurrency"] == doc["kv_cache_tokens"] // 32768
