@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,12 +21,11 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from kvplan.errors import SpecError, UnitError, closest
+from kvplan.errors import SpecError, UnitError
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -41,9 +38,7 @@ from kvplan.layers import (
     SlidingWindowAttention,
 )
 from kvplan.units import FLOAT_DTYPES, DType, resolve_dtype
-
-# The C loader when PyYAML has it; both are the *safe* loader (no arbitrary objects).
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from kvplan.validation import read_yaml, validate
 
 
 class ModelSpec(BaseModel):
@@ -344,89 +339,10 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
         raise SpecError(path, [f"a spec must be a mapping of keys to values, this is {kind}"])
     if "name" not in data:
         data = {"name": Path(path).stem, **data}
-    try:
-        return ModelSpec.model_validate(data)
-    except ValidationError as e:
-        found = sorted(
-            (
-                (_line_of(text, _field_loc(err["loc"], err["msg"])) if text else None) or 0,
-                _describe_error(tuple(err["loc"]), err["type"], err["msg"]),
-            )
-            for err in e.errors()
-        )
-        raise SpecError(path, [p for _, p in found], [line or None for line, _ in found]) from None
+    return validate(ModelSpec, data, path, text, _FIELDS, "docs/spec.md")
 
 
 def load_spec(path: str | Path) -> ModelSpec:
     """Read and validate a spec file (YAML; JSON is YAML too). Raises SpecError."""
-    shown = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(shown, [f"cannot read: {e.strerror or e}"]) from None
-    except UnicodeDecodeError:
-        raise SpecError(shown, ["cannot read: not UTF-8 text"]) from None
-    try:
-        data = yaml.load(text, Loader=_SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
-        line = mark.line + 1 if mark is not None else None
-        raise SpecError(shown, [f"malformed YAML: {what}"], [line]) from None
-    return parse_spec(data, shown, text)
-
-
-def _describe_error(loc: tuple[int | str, ...], kind: str, msg: str) -> str:
-    field = ".".join(str(part) for part in loc)
-    msg = msg.removeprefix("Value error, ")
-    if kind == "extra_forbidden":
-        close = closest(str(loc[-1]), _FIELDS, limit=1)
-        hint = (
-            f"; did you mean {close[0]!r}?"
-            if close
-            else "; allowed keys are listed in docs/spec.md"
-        )
-        return f"{field}: unknown key{hint}"
-    if kind == "missing":
-        return f"{field}: required key is missing"
-    if not field:
-        return msg  # model-level checks already name their fields
-    return f"{field}: {msg[0].lower()}{msg[1:]}"
-
-
-def _field_loc(loc: tuple[int | str, ...], msg: str) -> tuple[int | str, ...]:
-    """Where an error points; model-level checks name their first field before a colon."""
-    if loc:
-        return loc
-    first = msg.removeprefix("Value error, ").split(":", 1)[0].split(",", 1)[0].strip()
-    return (first,) if first in _FIELDS else ()
-
-
-def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
-    """The 1-based line of the node at ``loc`` in YAML ``text``, or of its nearest parent."""
-    try:
-        node = yaml.compose(text, Loader=_SafeLoader)
-    except yaml.YAMLError:  # pragma: no cover - text already parsed once
-        return None
-    if node is None:
-        return None
-    line = node.start_mark.line + 1
-    for part in loc:
-        nxt: Any = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if key.value == str(part):
-                    line = key.start_mark.line + 1
-                    nxt = value
-                    break
-        elif (
-            isinstance(node, yaml.SequenceNode)
-            and isinstance(part, int)
-            and 0 <= part < len(node.value)
-        ):
-            nxt = node.value[part]
-            line = nxt.start_mark.line + 1
-        if nxt is None:
-            break
-        node = nxt
-    return line
+    data, text = read_yaml(path)
+    return parse_spec(data, str(path), text)
