@@ -10,6 +10,7 @@ tests/test_docs.py fails until this has been run and the result reviewed and com
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -28,7 +29,8 @@ def _rerun(block: str) -> str:
         return block
     rest, prompt, after = rest.partition("\n$ ")  # a later command keeps its own lines
     tail = prompt.lstrip("\n") + after if prompt else ""
-    if any(a.endswith((".yaml", ".yml", ".json")) for a in shlex.split(first)):
+    files = [a for a in shlex.split(first[2:]) if a.endswith((".yaml", ".yml", ".json"))]
+    if any(not (ROOT / f).is_file() for f in files):
         return block
     result = CliRunner().invoke(app, shlex.split(first[2:])[1:])
     lines = [line.rstrip() for line in (result.stdout + result.stderr).strip().splitlines()]
@@ -44,6 +46,7 @@ def _rerun(block: str) -> str:
 
 
 def main() -> None:
+    os.chdir(ROOT)
     regenerate_spec_doc()
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = path.read_text(encoding="utf-8")

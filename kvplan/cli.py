@@ -946,3 +946,117 @@ def _plan_with_trtllm(
         )
     if not doc["fits"]:
         raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+@app.command()
+def check(
+    budgets: Annotated[
+        list[str],
+        typer.Argument(help="One or more budget YAML files (docs/ci.md).", show_default=False),
+    ],
+    output: FormatOpt = OutputFormat.table,
+    junit_xml: Annotated[
+        str | None,
+        typer.Option(
+            "--junit-xml",
+            help="Also write a JUnit XML report (one test case per assertion) to this path.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Overwrite --junit-xml even if kvplan did not write it."),
+    ] = False,
+) -> None:
+    """Check every deployment of budget files against their assertions; fail CI when one fails.
+
+    Exit 0 when all hold, 1 when any fails, 2 when a file or a model is invalid. With
+    GITHUB_ACTIONS=true, failures are also annotated on their lines and a summary is appended
+    to $GITHUB_STEP_SUMMARY.
+    """
+    from kvplan import render
+    from kvplan.budget import check_budget, load_budget
+
+    def run() -> None:
+        checked = []
+        for path in budgets:
+            parsed, text = load_budget(path)
+            checked.append((path, check_budget(parsed, text, path)))
+        if junit_xml is not None:
+            _write_report(junit_xml, render.junit_xml(checked), force=force)
+        if output is OutputFormat.json:
+            _print_json(render.check_to_dict(checked))
+        else:
+            _print_rich(
+                [item for path, results in checked for item in render.check_view(path, results)]
+            )
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for path, results in checked:
+                for line in render.github_annotations(path, results):
+                    sys.stdout.write(line + "\n")
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if summary:
+                with open(summary, "a", encoding="utf-8") as f:
+                    for path, results in checked:
+                        f.write(render.github_summary(path, results))
+        if not all(r.passed for _, results in checked for r in results):
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+    _guard(run)
+
+
+def _write_report(path: str, content: str, *, force: bool) -> None:
+    """Write a report, never over a file kvplan did not write unless ``force``; atomically."""
+    from pathlib import Path
+
+    from kvplan.errors import SpecError
+
+    target = Path(path)
+    if target.exists() and not force:
+        head = target.read_text(encoding="utf-8", errors="replace")[:400]
+        if '<testsuites name="kvplan check' not in head:
+            raise SpecError(path, ["exists and was not written by kvplan; pass --force"])
+    tmp = target.with_name(f".{target.name}.kvplan-tmp")
+    tmp.write_text(content, encoding="utf-8")
+    tmp.replace(target)
+
+
+class SchemaKind(str, Enum):
+    spec = "spec"
+    budget = "budget"
+
+
+@app.command()
+def schema(
+    kind: Annotated[SchemaKind, typer.Argument(help="spec or budget.", show_default=False)],
+) -> None:
+    """The JSON Schema of spec or budget files, for editors (yaml-language-server)."""
+    from kvplan.schemas import json_schema
+
+    _guard(lambda: _print_json(json_schema(kind.value)))
+
+
+@app.command()
+def diff(
+    old: Annotated[
+        str,
+        typer.Argument(
+            help="A spec (catalog name, path, or REV:path from git) or a budget file.",
+            show_default=False,
+        ),
+    ],
+    new: Annotated[str, typer.Argument(help="The same kind of file, changed.", show_default=False)],
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """What changed between two specs or two budget files, and what it does to the answers."""
+    from kvplan import render
+    from kvplan.diffing import diff_files
+
+    def run() -> None:
+        result = diff_files(old, new)
+        if output is OutputFormat.json:
+            _print_json(render.diff_to_dict(result))
+        else:
+            _print_rich(render.diff_view(result))
+
+    _guard(run)

@@ -452,17 +452,17 @@ def config(
     )
 
 
-def estimated_max_model_len(result: VllmResult) -> int:
-    """The longest ``max_model_len`` one request can reach, as vLLM estimates it when a request
-    of the configured length does not fit: a binary search over the length, stage by stage."""
+def estimated_max_model_len(result: VllmResult, concurrency: int = 1) -> int:
+    """The longest ``max_model_len`` that ``concurrency`` requests can each reach, by binary
+    search as vLLM estimates it when one request of the configured length does not fit:
+    ``concurrency x blocks one request needs <= num_gpu_blocks``."""
     cfg = result.config
     lo, hi = 0, cfg.max_model_len
     while lo < hi:
         mid = (lo + hi + 1) // 2
         probe = replace(cfg, max_model_len=mid)
         blocks = sum(page.blocks_per_request(probe) for page, _ in result.groups)
-        need = blocks * result.page_bytes * result.group_size
-        if all(need <= s.available_bytes for s in result.stages):
+        if concurrency * blocks <= result.num_gpu_blocks:
             lo = mid
         else:
             hi = mid - 1

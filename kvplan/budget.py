@@ -1,0 +1,388 @@
+"""Budget files: deployments and the memory assertions each must hold, checked in CI.
+
+A budget file is YAML validated like a spec (unknown keys refused, errors with file, line and
+field). Each deployment names a model, a GPU, its parallelism, an engine and its flags, and an
+``expect`` block of assertions; ``check_budget`` plans each deployment and returns one result
+per assertion with the required and actual values, the margin, the verdict and the assertion's
+line in the file (for CI annotations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, WithJsonSchema
+
+from kvplan.errors import KvplanError, SpecError
+from kvplan.units import format_bytes, format_tokens, parse_bytes, parse_tokens
+from kvplan.validation import field_names, line_of, read_yaml, validate
+
+
+def _tokens(value: object) -> int:
+    try:
+        return parse_tokens(value if isinstance(value, int | str) else str(value))
+    except KvplanError as e:
+        raise ValueError(str(e)) from None
+
+
+def _bytes(value: object) -> int:
+    try:
+        return parse_bytes(value if isinstance(value, int | str) else str(value))
+    except KvplanError as e:
+        raise ValueError(str(e)) from None
+
+
+TokenCount = Annotated[
+    int,
+    BeforeValidator(_tokens),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^ *[0-9.]+ *[kKmM]? *$"},
+            ]
+        }
+    ),
+]
+ByteSize = Annotated[
+    int,
+    BeforeValidator(_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^ *[0-9.]+ *([KMGT]i?B|B)? *$"},
+            ]
+        }
+    ),
+]
+
+
+class ContextAtConcurrency(BaseModel):
+    """``concurrency`` requests must each reach at least ``tokens`` tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: PositiveInt = Field(description="Concurrent requests.")
+    tokens: TokenCount = Field(description="Tokens each must reach: 8192, 8k or 8K.")
+
+
+class Expect(BaseModel):
+    """The assertions a deployment must hold. Each is optional; give at least one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_concurrency: PositiveInt | None = Field(
+        None, description="Requests of max_model_len tokens that must fit at once."
+    )
+    min_context_at_concurrency: ContextAtConcurrency | None = Field(
+        None, description="The context each of that many concurrent requests must reach."
+    )
+    max_kv_bytes_per_token: ByteSize | None = Field(
+        None, description="Most KV bytes one token may take across the model (320KiB)."
+    )
+    min_free_memory: ByteSize | None = Field(
+        None, description="GPU memory that must stay free per GPU (2GiB)."
+    )
+    min_kv_cache_tokens: TokenCount | None = Field(
+        None, description="Token slots the KV pool must hold per GPU (a stage's)."
+    )
+    fits: bool | None = Field(None, description="Whether the deployment must fit at all.")
+
+
+class Deployment(BaseModel):
+    """One deployment: the model, where and how it runs, and what it must hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="Shown in reports and CI test names.")
+    model: str = Field(description="Catalog name, HF id, or spec path (relative to this file).")
+    gpu: str | None = Field(None, description="Catalog GPU (`kvplan gpus`).")
+    gpu_memory: ByteSize | None = Field(
+        None, description="Device memory (24GiB); with gpu, replaces its memory."
+    )
+    tensor_parallel_size: PositiveInt = Field(1, description="GPUs sharding each layer.")
+    pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages.")
+    engine: Literal["ideal", "vllm"] = Field(
+        "ideal", description="ideal (kvplan's planner) or vllm (vLLM V1's rules)."
+    )
+    engine_version: str | None = Field(None, description="Engine version (vllm: 0.19, 0.8).")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of total memory.")
+    max_model_len: TokenCount | None = Field(
+        None, description="Tokens per request (32K); default: the model's maximum."
+    )
+    kv_cache_dtype: str | None = Field(None, description="Cache dtype (fp8, ...); default auto.")
+    dtype: str | None = Field(None, description="Model dtype in place of the spec's.")
+    quantization: str | None = Field(None, description="Weight format (fp8, awq, ...).")
+    block_size: PositiveInt = Field(16, description="Tokens per KV page.")
+    max_num_batched_tokens: PositiveInt = Field(8192, description="Tokens per step.")
+    max_num_seqs: PositiveInt = Field(1024, description="vLLM: sequences per step.")
+    kv_cache_memory: ByteSize | None = Field(
+        None, description="KV pool per GPU, skipping the budget."
+    )
+    overhead: ByteSize | None = Field(
+        None, description="Per-GPU overhead in place of the estimate."
+    )
+    shared_prefix: TokenCount = Field(
+        0, description="Tokens of a shared prompt prefix (ideal engine)."
+    )
+    expect: Expect = Field(description="The assertions.")
+
+
+class Budget(BaseModel):
+    """A budget file: the deployments to check."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployments: list[Deployment] = Field(min_length=1, description="The deployments.")
+
+
+_KEYS = field_names(Budget)
+
+
+def load_budget(path: str | Path) -> tuple[Budget, str]:
+    """A validated budget file and its text. Raises SpecError with file, line and field."""
+    data, text = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(str(path), ["a budget file is a mapping with a `deployments` list"])
+    return validate(Budget, data, str(path), text, _KEYS, "docs/ci.md"), text
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionResult:
+    """One assertion of one deployment: what was required, what the plan gives."""
+
+    deployment: str
+    assertion: str
+    required: int | bool
+    actual: int | bool
+    passed: bool
+    line: int | None
+    unit: str  # tokens | bytes | requests | bool
+
+    @property
+    def margin(self) -> str:
+        """Actual beyond required, signed so that negative means failing, with a percent."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return ""
+        sign = -1 if self.assertion.startswith("max_") else 1
+        diff = sign * (self.actual - self.required)
+        share = f" ({100 * diff / self.required:+.0f}%)" if self.required else ""
+        return f"{self.show(diff, signed=True)}{share}"
+
+    def show(self, value: int | bool, *, signed: bool = False) -> str:
+        """``value`` in this assertion's unit, for people."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        prefix = "+" if signed and value >= 0 else ""
+        if self.unit == "bytes":
+            return prefix + format_bytes(value)
+        if self.unit == "tokens":
+            return prefix + format_tokens(value) + " tokens"
+        return f"{prefix}{value:,}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFacts:
+    """What a deployment's plan gives, for its assertions and for ``kvplan diff``."""
+
+    fits: bool
+    max_model_len: int
+    max_concurrency: int
+    kv_cache_tokens: int
+    free_memory_bytes: int
+    kv_bytes_per_token: int
+
+
+def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
+    """Plan deployment ``d`` (model paths relative to ``base``) with its engine."""
+    from kvplan.catalog import load_model
+    from kvplan.estimator import bytes_per_token
+    from kvplan.hardware import custom_gpu, find_gpu
+
+    spec = _model(d.model, base, load_model)
+    if d.gpu is None and d.gpu_memory is None:
+        raise SpecError(d.name, ["gpu: give a catalog GPU or gpu_memory"])
+    device = find_gpu(d.gpu) if d.gpu is not None else None
+    if d.gpu_memory is not None:
+        device = custom_gpu(d.gpu_memory, device)
+    assert device is not None
+    length = d.max_model_len or spec.max_position_embeddings or 0
+    per_token = bytes_per_token(spec, d.kv_cache_dtype)
+    if d.engine == "vllm":
+        from kvplan.engines import vllm
+
+        result = vllm.profile(spec, device, _vllm_config(d, length))
+        stage = min(result.stages, key=lambda s: s.num_blocks)
+        used = (
+            stage.overhead.weights_bytes
+            + stage.overhead.activation_bytes
+            + stage.overhead.non_torch_bytes
+            + stage.available_bytes
+        )
+        concurrency = result.num_gpu_blocks // result.blocks_per_request
+        return DeploymentFacts(
+            fits=concurrency >= 1,
+            max_model_len=length,
+            max_concurrency=concurrency,
+            kv_cache_tokens=result.gpu_kv_cache_tokens,
+            free_memory_bytes=device.memory_bytes - used,
+            kv_bytes_per_token=per_token,
+        )
+    plan = _ideal_plan(d, spec, device, max_model_len=length)
+    return DeploymentFacts(
+        fits=plan.fits,
+        max_model_len=length,
+        max_concurrency=plan.max_concurrency or 0,
+        kv_cache_tokens=plan.kv_cache_tokens,
+        free_memory_bytes=plan.free_memory_bytes,
+        kv_bytes_per_token=per_token,
+    )
+
+
+def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
+    """The longest context ``concurrency`` requests can each reach on deployment ``d``."""
+    from kvplan.catalog import load_model
+    from kvplan.hardware import custom_gpu, find_gpu
+
+    spec = _model(d.model, base, load_model)
+    device = find_gpu(d.gpu) if d.gpu is not None else None
+    if d.gpu_memory is not None:
+        device = custom_gpu(d.gpu_memory, device)
+    assert device is not None
+    cap = d.max_model_len or spec.max_position_embeddings or 0
+    if d.engine == "vllm":
+        from kvplan.engines import vllm
+
+        result = vllm.profile(spec, device, _vllm_config(d, cap))
+        return vllm.estimated_max_model_len(result, concurrency)
+    plan = _ideal_plan(d, spec, device, concurrency=concurrency)
+    return plan.max_context_tokens or 0
+
+
+def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
+    """Every assertion of every deployment, in file order, with its line in ``text``."""
+    base = Path(path).resolve().parent
+    results: list[AssertionResult] = []
+    for index, d in enumerate(budget.deployments):
+        facts = deployment_facts(d, base)
+        expect = d.expect
+        checks: list[tuple[str, int | bool, int | bool, bool, str]] = []
+        if expect.fits is not None:
+            checks.append(("fits", expect.fits, facts.fits, facts.fits == expect.fits, "bool"))
+        if expect.min_concurrency is not None:
+            ok = facts.max_concurrency >= expect.min_concurrency
+            checks.append(
+                ("min_concurrency", expect.min_concurrency, facts.max_concurrency, ok, "requests")
+            )
+        if expect.min_context_at_concurrency is not None:
+            want = expect.min_context_at_concurrency
+            reached = context_at_concurrency(d, base, want.concurrency)
+            checks.append(
+                (
+                    "min_context_at_concurrency",
+                    want.tokens,
+                    reached,
+                    reached >= want.tokens,
+                    "tokens",
+                )
+            )
+        if expect.max_kv_bytes_per_token is not None:
+            ok = facts.kv_bytes_per_token <= expect.max_kv_bytes_per_token
+            checks.append(
+                (
+                    "max_kv_bytes_per_token",
+                    expect.max_kv_bytes_per_token,
+                    facts.kv_bytes_per_token,
+                    ok,
+                    "bytes",
+                )
+            )
+        if expect.min_free_memory is not None:
+            ok = facts.free_memory_bytes >= expect.min_free_memory
+            checks.append(
+                ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes, ok, "bytes")
+            )
+        if expect.min_kv_cache_tokens is not None:
+            ok = facts.kv_cache_tokens >= expect.min_kv_cache_tokens
+            checks.append(
+                (
+                    "min_kv_cache_tokens",
+                    expect.min_kv_cache_tokens,
+                    facts.kv_cache_tokens,
+                    ok,
+                    "tokens",
+                )
+            )
+        found = [
+            AssertionResult(
+                d.name,
+                key,
+                required,
+                actual,
+                ok,
+                line_of(text, ("deployments", index, "expect", key)),
+                unit,
+            )
+            for key, required, actual, ok, unit in checks
+        ]
+        results.extend(sorted(found, key=lambda r: r.line or 0))  # in the file's order
+    return results
+
+
+def _model(name: str, base: Path, load: Any) -> Any:
+    candidate = base / name
+    if name.endswith((".yaml", ".yml", ".json")) or candidate.exists():
+        return load(candidate)
+    return load(name)
+
+
+def _vllm_config(d: Deployment, length: int) -> Any:
+    from kvplan.engines import vllm
+
+    return vllm.VllmConfig(
+        max_model_len=length,
+        gpu_memory_utilization=Fraction(str(d.gpu_memory_utilization)),
+        max_num_batched_tokens=d.max_num_batched_tokens,
+        max_num_seqs=d.max_num_seqs,
+        block_size=d.block_size,
+        kv_cache_dtype=d.kv_cache_dtype,
+        kv_cache_memory_bytes=d.kv_cache_memory,
+        tensor_parallel_size=d.tensor_parallel_size,
+        pipeline_parallel_size=d.pipeline_parallel_size,
+        dtype=d.dtype,
+        quantization=d.quantization,
+        version=d.engine_version or vllm.DEFAULT_VERSION,
+    )
+
+
+def _ideal_plan(
+    d: Deployment,
+    spec: Any,
+    device: Any,
+    *,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+) -> Any:
+    from kvplan.planner import plan
+
+    return plan(
+        spec,
+        device,
+        tensor_parallel_size=d.tensor_parallel_size,
+        pipeline_parallel_size=d.pipeline_parallel_size,
+        gpu_memory_utilization=str(d.gpu_memory_utilization),
+        kv_cache_dtype=d.kv_cache_dtype,
+        dtype=d.dtype,
+        quantization=d.quantization,
+        overhead_bytes=d.overhead,
+        kv_cache_memory_bytes=d.kv_cache_memory,
+        block_size=d.block_size,
+        shared_prefix_tokens=d.shared_prefix,
+        max_num_batched_tokens=d.max_num_batched_tokens,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+    )

@@ -1,0 +1,239 @@
+"""kvplan check, schema and diff: budget files, CI outputs, and reviews of changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner()
+
+# Llama 3.1 8B with a 40 GiB pool: 40 GiB / (16 tokens x 131,072 B) = 20,480 blocks =
+# 327,680 tokens; a 32,768-token request needs 2,048 blocks, so 10 fit; 16 requests reach
+# 20,480 blocks / 16 = 1,280 blocks = 20,480 tokens each.
+PASSING = """\
+deployments:
+  - name: chat
+    model: llama-3.1-8b
+    gpu: h100
+    max_model_len: 32K
+    kv_cache_memory: 40GiB
+    expect:
+      min_concurrency: 10
+      min_context_at_concurrency: {concurrency: 16, tokens: 20480}
+      max_kv_bytes_per_token: 128KiB
+      min_kv_cache_tokens: 327680
+      fits: true
+"""
+FAILING = PASSING.replace("min_concurrency: 10", "min_concurrency: 11").replace(
+    "tokens: 20480", "tokens: 20481"
+)
+
+
+def write(tmp_path: Path, text: str, name: str = "budget.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_passing_budget_exits_0(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", str(write(tmp_path, PASSING)), "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema_version"] == 1
+    assert doc["passed"] is True
+    actual = {r["assertion"]: r["actual"] for r in doc["results"]}
+    assert actual == {
+        "min_concurrency": 10,
+        "min_context_at_concurrency": 20_480,
+        "max_kv_bytes_per_token": 131_072,
+        "min_kv_cache_tokens": 327_680,
+        "fits": True,
+    }
+    lines = {r["assertion"]: r["line"] for r in doc["results"]}
+    assert lines["min_concurrency"] == 8
+
+
+def test_failing_budget_exits_1_with_junit(tmp_path: Path) -> None:
+    budget = write(tmp_path, FAILING)
+    report = tmp_path / "report.xml"
+    result = runner.invoke(app, ["check", str(budget), "--junit-xml", str(report)])
+    assert result.exit_code == 1
+    assert "2 of 5 assertions failed" in result.stdout
+    root = ET.parse(report).getroot()
+    cases = root.findall(".//testcase")
+    assert len(cases) == 5  # one per assertion
+    failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
+    assert set(failed) == {"min_concurrency", "min_context_at_concurrency"}
+    message = failed["min_concurrency"]
+    assert message is not None
+    assert message.get("message") == "min_concurrency: required 11, actual 10"
+    assert root.get("failures") == "2"
+    # a rerun may overwrite its own report
+    again = runner.invoke(app, ["check", str(budget), "--junit-xml", str(report)])
+    assert again.exit_code == 1
+
+
+def test_junit_never_overwrites_a_foreign_file(tmp_path: Path) -> None:
+    other = tmp_path / "notes.xml"
+    other.write_text("<mine/>", encoding="utf-8")
+    budget = write(tmp_path, PASSING)
+    result = runner.invoke(app, ["check", str(budget), "--junit-xml", str(other)])
+    assert result.exit_code == 2
+    assert "pass --force" in result.stderr
+    assert other.read_text(encoding="utf-8") == "<mine/>"
+    forced = runner.invoke(app, ["check", str(budget), "--junit-xml", str(other), "--force"])
+    assert forced.exit_code == 0
+
+
+def test_github_annotations_and_step_summary(tmp_path: Path) -> None:
+    budget = write(tmp_path, FAILING)
+    summary = tmp_path / "summary.md"
+    result = runner.invoke(
+        app,
+        ["check", str(budget)],
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert result.exit_code == 1
+    annotations = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert annotations == [
+        f"::error file={budget},line=8,title=kvplan check::chat: min_concurrency requires 11,"
+        " got 10; margin -1 (-9%)",
+        f"::error file={budget},line=9,title=kvplan check::chat: min_context_at_concurrency"
+        " requires 20,481 tokens, got 20,480 tokens; margin -1 tokens (-0%)",
+    ]
+    text = summary.read_text(encoding="utf-8")
+    assert "| chat | min_concurrency | 11 | 10 | -1 (-9%) | **FAIL** |" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            PASSING.replace("min_concurrency:", "min_concurency:"),
+            ":8: deployments.0.expect.min_concurency: unknown key; did you mean 'min_concurrency'?",
+        ),
+        (
+            PASSING.replace("max_model_len: 32K", "max_model_len: 32G"),
+            ":5: deployments.0.max_model_len: cannot read token count '32G'",
+        ),
+        (PASSING.replace("model: llama-3.1-8b", "model: llama-9"), "unknown model 'llama-9'"),
+        ("deployments: []\n", "deployments: list should have at least 1 item"),
+        ("- 1\n", "a budget file is a mapping"),
+        (PASSING.replace("gpu: h100", "gpu: h1000"), "unknown GPU 'h1000'"),
+    ],
+    ids=["unknown-key", "bad-tokens", "unknown-model", "empty", "not-mapping", "unknown-gpu"],
+)
+def test_invalid_budget_exits_2(tmp_path: Path, text: str, message: str) -> None:
+    result = runner.invoke(app, ["check", str(write(tmp_path, text))])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_model_path_relative_to_the_budget_file(tmp_path: Path) -> None:
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "tiny.yaml").write_text(
+        "name: tiny\nnum_hidden_layers: 1\nnum_attention_heads: 2\nhead_dim: 3\n"
+        "torch_dtype: float32\nnum_parameters: 1000\n",
+        encoding="utf-8",
+    )
+    budget = write(
+        tmp_path,
+        "deployments:\n  - name: t\n    model: specs/tiny.yaml\n"
+        "    gpu: h100\n    max_model_len: 4\n    expect:\n"
+        "      max_kv_bytes_per_token: 48\n",
+    )  # 2 x 2 heads x 3 dims x 4 B
+    result = runner.invoke(app, ["check", str(budget)])
+    assert result.exit_code == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind", ["spec", "budget"])
+def test_schema(kind: str) -> None:
+    result = runner.invoke(app, ["schema", kind])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["$schema"].endswith("2020-12/schema")
+    assert doc["additionalProperties"] is False
+    key = "num_hidden_layers" if kind == "spec" else "deployments"
+    assert key in doc["properties"]
+
+
+SPEC = Path(__file__).resolve().parent.parent / "model_specs" / "llama-3.1-8b.yaml"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "changed", "effect"),
+    [
+        (
+            "num_key_value_heads: 8",
+            "num_key_value_heads: 4",
+            "num_key_value_heads",
+            "bytes per token 128.00 KiB -> 64.00 KiB (-50%)",
+        ),
+        (
+            "torch_dtype: bfloat16",
+            "torch_dtype: float32",
+            "torch_dtype",
+            "bytes per token 128.00 KiB -> 256.00 KiB (+100%)",
+        ),
+        (
+            "head_dim: 128",
+            "head_dim: 128\nsliding_window: 4096",
+            "sliding_window",
+            "kv cache bytes at 32,768 tokens 4.00 GiB -> 512.00 MiB (-88%)",
+        ),
+    ],
+    ids=["kv-heads", "dtype", "layer-types"],
+)
+def test_diff_specs(tmp_path: Path, old: str, new: str, changed: str, effect: str) -> None:
+    text = SPEC.read_text(encoding="utf-8")
+    if old not in text:  # the bundled spec may not state head_dim
+        text = text.replace("num_key_value_heads: 8", "num_key_value_heads: 8\nhead_dim: 128")
+    before = write(tmp_path, text, "old.yaml")
+    after = write(tmp_path, text.replace(old, new), "new.yaml")
+    result = runner.invoke(app, ["diff", str(before), str(after)])
+    assert result.exit_code == 0, result.stderr
+    assert f"  {changed}:" in result.stdout
+    assert effect in result.stdout
+    doc = json.loads(runner.invoke(app, ["diff", str(before), str(after), "-f", "json"]).stdout)
+    assert doc["schema_version"] == 1
+    assert doc["kind"] == "spec"
+
+
+def test_diff_budgets_shows_the_answers_moving(tmp_path: Path) -> None:
+    before = write(tmp_path, PASSING, "old.yaml")
+    after = write(
+        tmp_path, PASSING.replace("kv_cache_memory: 40GiB", "kv_cache_memory: 30GiB"), "new.yaml"
+    )
+    result = runner.invoke(app, ["diff", str(before), str(after)])
+    assert result.exit_code == 0, result.stderr
+    # 30 GiB: 15,360 blocks / 2,048 = 7 requests of 32,768 tokens (was 10)
+    assert "chat: max concurrency 10 -> 7 (-30%)" in result.stdout
+    assert "chat: kv_cache_memory: 42949672960 -> 32212254720" in result.stdout
+
+
+def test_diff_against_a_git_revision(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    write(repo, PASSING, "budget.yaml")
+    subprocess.run([*git, "add", "budget.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    write(repo, PASSING.replace("kv_cache_memory: 40GiB", "kv_cache_memory: 20GiB"))
+    result = subprocess.run(
+        [sys.executable, "-m", "kvplan", "diff", "HEAD:budget.yaml", "budget.yaml"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "max concurrency 10 -> 5 (-50%)" in result.stdout
