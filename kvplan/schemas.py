@@ -24,6 +24,7 @@ def json_schema(kind: str) -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"kvplan-{kind}.schema.json",
+        "schema_version": 1,  # of this document, like every kvplan JSON output (an annotation)
         **schema,
         "title": title,
     }

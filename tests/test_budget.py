@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -237,3 +238,22 @@ def test_diff_against_a_git_revision(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "max concurrency 10 -> 5 (-50%)" in result.stdout
+
+
+def test_shell_completion() -> None:
+    script = runner.invoke(app, ["--show-completion", "bash"])
+    assert script.exit_code == 0
+    assert "_KVPLAN_COMPLETE=complete_bash" in script.stdout
+    # the completion backend completes command names
+    completed = subprocess.run(
+        [sys.executable, "-m", "kvplan"],
+        env={
+            **os.environ,
+            "_KVPLAN_COMPLETE": "complete_bash",
+            "COMP_WORDS": "kvplan che",
+            "COMP_CWORD": "1",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert "check" in completed.stdout.split()
