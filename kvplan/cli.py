@@ -74,9 +74,14 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
 
 
 def _guard(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a KvplanError becomes a message on stderr and exit code 2."""
+    """Run ``fn``; a KvplanError becomes a message on stderr and exit code 2 (3 when an
+    optional component or device is unavailable)."""
+    from kvplan.errors import ProbeUnavailableError
+
     try:
         return fn()
+    except ProbeUnavailableError as e:
+        _fail(str(e), ExitCode.UNAVAILABLE)
     except KvplanError as e:
         _fail(str(e))
 
@@ -1058,5 +1063,75 @@ def diff(
             _print_json(render.diff_to_dict(result))
         else:
             _print_rich(render.diff_view(result))
+
+    _guard(run)
+
+
+@app.command()
+def probe(
+    model: ModelArg,
+    context: Annotated[
+        str, typer.Option("--context", "-c", help="Prefill tokens per sequence: 512, 4K...")
+    ] = "512",
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences.")] = 1,
+    decode_steps: Annotated[
+        int, typer.Option("--decode-steps", min=0, help="Decode steps after the prefill.")
+    ] = 0,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda (cuda:N).")] = "cpu",
+    kv_dtype: Annotated[
+        str, typer.Option("--kv-dtype", help="Model and cache dtype: auto, float32, bfloat16...")
+    ] = "auto",
+    tolerance: Annotated[
+        str,
+        typer.Option(
+            "--tolerance",
+            help="Allowed difference from the transformers estimate: bytes (4KiB) or percent (1%).",
+        ),
+    ] = "0",
+    paged: Annotated[
+        bool,
+        typer.Option("--paged", help="Also allocate a vLLM-shaped paged pool and compare."),
+    ] = False,
+    blocks: Annotated[
+        int, typer.Option("--blocks", min=1, help="Blocks of the --paged pool.")
+    ] = 64,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """Build a real transformers model with the spec's KV geometry and measure its cache.
+
+    Needs the probe extra (pip install 'kvplan[probe]'); exits 3 without it, 1 when the
+    measured cache differs from kvplan's transformers estimate by more than --tolerance.
+    """
+    from kvplan.catalog import load_model
+    from kvplan.units import parse_bytes, parse_tokens
+
+    def run() -> None:
+        spec = load_model(model)
+        tokens = _option("--context", parse_tokens, context)
+        from kvplan import render
+        from kvplan.probe import family_of, run_probe
+
+        family_of(spec)  # an unsupported model is a usage error, before torch is needed
+        result = run_probe(
+            spec,
+            context_tokens=tokens,
+            batch_size=batch,
+            decode_steps=decode_steps,
+            device=device,
+            dtype=None if kv_dtype.strip().lower() == "auto" else kv_dtype,
+            paged_blocks=blocks if paged else None,
+        )
+        text = tolerance.strip()
+        if text.endswith("%"):
+            allowed = int(result.transformers_estimate_bytes * float(text[:-1]) / 100)
+        else:
+            allowed = _option("--tolerance", parse_bytes, text)
+        within = abs(result.difference_bytes) <= allowed
+        if output is OutputFormat.json:
+            _print_json(render.probe_to_dict(result, within, allowed))
+        else:
+            _print_rich(render.probe_view(result, within, allowed))
+        if not within:
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)

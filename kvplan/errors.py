@@ -8,8 +8,9 @@ The library raises these; the command line turns them into exit codes at its edg
     ├── UnitError (ValueError)       a size, token count, dtype or setting cannot be used
     ├── ModelNotFoundError (LookupError)
     │                                no bundled model has that name, HF id or alias
-    └── UnknownGPUError (LookupError)
-                                     no catalog GPU has that name (kvplan.hardware)
+    ├── UnknownGPUError (LookupError)
+    │                                no catalog GPU has that name (kvplan.hardware)
+    └── ProbeUnavailableError        torch/transformers or the device is missing (exit 3)
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class SpecError(KvplanError, ValueError):
 
 class UnitError(KvplanError, ValueError):
     """A size, token count or dtype string cannot be read."""
+
+
+class ProbeUnavailableError(KvplanError):
+    """The probe cannot run here: torch or transformers is not installed, or no device."""
 
 
 class ModelNotFoundError(KvplanError, LookupError):

@@ -478,8 +478,8 @@ def test_plan_engine_sglang_and_calc_engine_transformers() -> None:
         "calc", "deepseek-v3", "-c", "1000", "-b", "2", "-e", "transformers", "-f", "json"
     )
     assert code == 0, err
-    # transformers caches DeepSeek V3 decompressed: 61 layers x 128 heads x (192 K + 128 V) x 2 B
-    assert json.loads(out)["kv_cache_bytes"] == 61 * 128 * (192 + 128) * 2 * 1000 * 2
+    # transformers 5.24 caches DeepSeek V3's latent: 61 layers x (512 + 64) values x 2 B
+    assert json.loads(out)["kv_cache_bytes"] == 61 * (512 + 64) * 2 * 1000 * 2
 
 
 def test_plan_engine_trtllm() -> None:

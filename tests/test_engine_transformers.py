@@ -52,8 +52,8 @@ DEEPSEEK_V3 = load_model("deepseek-v3")
             DEEPSEEK_V3,
             100,
             1,
-            61 * (128 * (128 + 64) * 2 + 128 * 128 * 2) * 100,
-            id="deepseek-v3: 61 x (128 x (128+64) K + 128 x 128 V) x 2 B x 100 = 499712000",
+            61 * (512 + 64) * 2 * 100,
+            id="deepseek-v3 (5.24, latent): 61 x (512 K + 64 V) x 2 B x 100 = 7027200",
         ),
     ],
 )
@@ -71,8 +71,16 @@ def test_dynamic_engine_log_per_kind_and_tensors() -> None:
     assert log["k_bytes"] == log["v_bytes"] == 12 * 8 * 64 * 2 * (127 + 1000)
 
 
-def test_mla_k_and_v_are_split_by_their_own_head_dims() -> None:
+def test_mla_latent_from_5_24() -> None:
+    # transformers 5.24 caches K = the 512-value latent and V = the 64-value RoPE part, one head
     log = hf.kv_cache(DEEPSEEK_V3, context_tokens=10).engine_log
+    assert log["k_bytes"] == 61 * 512 * 2 * 10
+    assert log["v_bytes"] == 61 * 64 * 2 * 10
+    assert log["mla_latent_bytes"] == 61 * 576 * 2 * 10
+
+
+def test_mla_k_and_v_are_split_by_their_own_head_dims() -> None:
+    log = hf.kv_cache(DEEPSEEK_V3, context_tokens=10, version="5").engine_log
     assert log["k_bytes"] == 61 * 128 * 192 * 2 * 10  # nope 128 + rope 64 = 192
     assert log["v_bytes"] == 61 * 128 * 128 * 2 * 10  # v_head_dim 128
     assert log["mla_decompressed_bytes"] == 61 * 128 * 320 * 2 * 10
@@ -116,8 +124,8 @@ def test_sliding_tokens_kept(tokens: int, window: int, kept: int) -> None:
         pytest.param(
             DEEPSEEK_V3,
             256,
-            61 * 128 * (192 + 128) * 2 * 256,
-            id="deepseek-v3 static v5: 61 x 128 x (192+128) x 2 B x 256",
+            61 * (512 + 64) * 2 * 256,
+            id="deepseek-v3 static (5.24, latent): 61 x 576 x 2 B x 256",
         ),
     ],
 )
@@ -165,10 +173,11 @@ def test_recurrent_state_conv_in_model_dtype_ssm_in_state_dtype() -> None:
         mamba_d_conv=4,
         mamba_expand=2,
     )
-    # Mamba1: d_inner 32; conv 32 x 3 values x 2 B (bf16) + ssm 32 x 8 values x 4 B (fp32)
+    # Mamba1: d_inner 32; transformers keeps the whole kernel of conv history: 32 x 4 values
+    # x 2 B (bf16), + ssm 32 x 8 values x 4 B (fp32)
     for tokens in (1, 1000):
         result = hf.kv_cache(spec, context_tokens=tokens, batch_size=3)
-        assert result.kv_cache_bytes == 3 * (32 * 3 * 2 + 32 * 8 * 4)
+        assert result.kv_cache_bytes == 3 * (32 * 4 * 2 + 32 * 8 * 4)
         assert result.engine_log["tensors"] == 0
 
 

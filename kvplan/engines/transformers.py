@@ -14,10 +14,12 @@ model's config (as ``generate`` builds it):
 - StaticCache: ``StaticLayer`` pre-allocates ``max_cache_len`` tokens; ``StaticSlidingWindowLayer``
   ``min(window, max_cache_len)``, the full window. From v5 the V tensor takes V's own head
   dim; up to v4.57 it took K's, so a static cache of an MLA model is refused there.
-- MLA (DeepSeek V2/V3, Kimi K2): transformers caches the decompressed per-head K,
+- MLA (DeepSeek V2/V3, Kimi K2): up to v5.0 transformers caches the decompressed per-head K,
   ``num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)``, and V,
-  ``num_attention_heads x v_head_dim``, not the latent. The flash-attention zero-padding of V
-  happens after the cache update and is not stored.
+  ``num_attention_heads x v_head_dim``, not the latent (the flash-attention zero-padding of V
+  happens after the cache update and is not stored). By 5.24 it caches the latent: K holds
+  ``kv_lora_rank`` values and V the ``qk_rope_head_dim`` RoPE part, one head (measured by the
+  torch probe; the release that changed it is not pinned).
 - Recurrent layers (``LinearAttentionLayer``): a conv state of ``conv_kernel`` columns in the
   model dtype and a recurrent state in the dtype the kernel returns: float32 for the gated
   delta net (its torch and fla paths compute the state in float32); kvplan takes the spec's
@@ -50,9 +52,11 @@ from kvplan.units import DType, resolve_dtype
 __all__ = ["DEFAULT_VERSION", "VERSIONS", "kv_cache", "sliding_tokens_kept"]
 
 #: transformers versions modelled: the layered cache classes arrived in 4.56; v5 gives the
-#: static V tensor its own head dim.
-VERSIONS = ("4.56", "4.57", "5")
-DEFAULT_VERSION = "5"
+#: static V tensor its own head dim; by 5.24 DeepSeek V2/V3 cache the MLA latent (the torch
+#: probe measured it with transformers 5.24.0: K ``[batch, 1, tokens, kv_lora_rank]`` and V
+#: ``[batch, 1, tokens, qk_rope_head_dim]``), no longer the decompressed per-head K and V.
+VERSIONS = ("4.56", "4.57", "5", "5.24")
+DEFAULT_VERSION = "5.24"
 
 CacheKind = Literal["dynamic", "static"]
 
@@ -102,6 +106,15 @@ def _layer_bytes(
     version: str,
 ) -> _LayerBytes:
     match layer:
+        case MLALatent() if version == "5.24":
+            kept = tokens if cache == "dynamic" else max_cache_len
+            return _LayerBytes(
+                "mla_latent",
+                _tensor_bytes(batch, 1, kept, layer.kv_lora_rank, dtype),
+                _tensor_bytes(batch, 1, kept, layer.qk_rope_head_dim, dtype),
+                0,
+                2,
+            )
         case MLALatent():
             if cache == "static" and version != "5":
                 raise UnitError(
@@ -134,7 +147,13 @@ def _layer_bytes(
             kept = tokens if cache == "dynamic" else max_cache_len
             return _attention(layer, layer.kind, kept, batch, dtype)
         case RecurrentState():
-            conv = batch * model_dtype.row_bytes(layer.conv_values)
+            # transformers keeps the whole kernel width of conv history (vLLM and llama.cpp
+            # keep kernel - 1 columns): Jamba, d_inner 8192 and kernel 4 -> 8192 x 4 values
+            kernel = (
+                spec.mamba_d_conv if layer.kind == "mamba" else spec.linear_conv_kernel_dim
+            ) or 2
+            conv_values = layer.conv_values // (kernel - 1) * kernel
+            conv = batch * model_dtype.row_bytes(conv_values)
             ssm = batch * layer.state_dtype.row_bytes(layer.ssm_values)
             return _LayerBytes("recurrent_state", 0, 0, conv + ssm, 0)
         case NoCache():

@@ -326,25 +326,7 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
         )
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     served = _served_dtype(spec, cfg)
-    model_dtype = resolve_dtype(served or spec.torch_dtype)
-    cache_format = cfg.kv_cache_dtype or model_dtype.name
-    # mamba_ssm_cache_dtype "auto": the state is kept in the model dtype
-    state_dtype = resolve_dtype(cfg.mamba_ssm_cache_dtype or model_dtype.name)
-    layer_specs = _align_to_state_pages(
-        [page_spec(layer, tp, cache_format, cfg.block_size, state_dtype) for layer in spec.layers]
-    )
-    if cfg.version == "0.8":
-        # no hybrid manager yet: every attention layer keeps every token (one group)
-        if any(s is not None and s.kind == "mamba" for s in layer_specs):
-            raise UnitError("vLLM 0.8 (V1) does not serve models with recurrent state")
-        layer_specs = [
-            None if s is None else replace(s, kind="mla" if s.kind == "mla" else "full", window=0)
-            for s in layer_specs
-        ]
-    cached = [s for s in layer_specs if s is not None]
-    groups, group_size, padding = kv_cache_groups(cached)
-    if not groups:
-        raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
+    layer_specs, groups, group_size, padding = layout(spec, cfg)
     page = groups[0][0].page_bytes
     weights = model_weights(spec, served, cfg.quantization)
     usable = (
@@ -376,6 +358,35 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
         first = last + 1
     num_blocks = min(s.num_blocks for s in stages)
     return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
+
+
+def layout(
+    spec: ModelSpec, cfg: VllmConfig
+) -> tuple[list[PageSpec | None], list[tuple[PageSpec, int]], int, int]:
+    """vLLM's cache layout of ``spec``: each layer's page spec (None: no cache), the groups,
+    the layers per group, and the padding layers. Needs no budget."""
+    served = _served_dtype(spec, cfg)
+    model_dtype = resolve_dtype(served or spec.torch_dtype)
+    cache_format = cfg.kv_cache_dtype or model_dtype.name
+    # mamba_ssm_cache_dtype "auto": the state is kept in the model dtype
+    state_dtype = resolve_dtype(cfg.mamba_ssm_cache_dtype or model_dtype.name)
+    tp = cfg.tensor_parallel_size
+    layer_specs = _align_to_state_pages(
+        [page_spec(layer, tp, cache_format, cfg.block_size, state_dtype) for layer in spec.layers]
+    )
+    if cfg.version == "0.8":
+        # no hybrid manager yet: every attention layer keeps every token (one group)
+        if any(s is not None and s.kind == "mamba" for s in layer_specs):
+            raise UnitError("vLLM 0.8 (V1) does not serve models with recurrent state")
+        layer_specs = [
+            None if s is None else replace(s, kind="mla" if s.kind == "mla" else "full", window=0)
+            for s in layer_specs
+        ]
+    cached = [s for s in layer_specs if s is not None]
+    groups, group_size, padding = kv_cache_groups(cached)
+    if not groups:
+        raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
+    return layer_specs, groups, group_size, padding
 
 
 def _stage_group_size(

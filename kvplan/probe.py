@@ -1,0 +1,445 @@
+"""The torch probe: build a real transformers model with a spec's KV geometry and measure the
+cache it allocates.
+
+The model keeps every dimension the cache depends on (layers and their kinds, KV heads, head
+dims, windows, MLA dims, state dims) and shrinks everything else (hidden and MLP widths where
+the cache does not depend on them, vocabulary, experts), randomly initialised from the config:
+no weights, nothing downloaded. A prefill of ``context_tokens`` tokens for ``batch_size``
+sequences and ``decode_steps`` decode steps fill its cache, whose tensors are then measured:
+their logical bytes (elements x element size, what the transformers profile estimates) and
+the bytes of their storages, de-duplicated (what is held: a sliding layer's slice can keep its
+whole prefill storage alive). On CUDA the allocator's view is measured too.
+
+torch and transformers are imported inside the functions only: ``import kvplan`` never loads
+them, and without them ``kvplan probe`` says how to install them and exits 3.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.errors import KvplanError, ProbeUnavailableError
+from kvplan.layers import (
+    ChunkedLocalAttention,
+    FullAttention,
+    MLALatent,
+    RecurrentState,
+    SlidingWindowAttention,
+)
+from kvplan.spec import ModelSpec
+
+INSTALL_HINT = (
+    "kvplan probe needs PyTorch and transformers, which kvplan does not install by default:"
+    " pip install 'kvplan[probe]'"
+)
+
+#: spec ``model_type`` -> the transformers family the probe builds.
+FAMILIES: dict[str, str] = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma2": "gemma2",
+    "gemma3": "gemma3_text",
+    "gemma3_text": "gemma3_text",
+    "gpt_oss": "gpt_oss",
+    "deepseek_v3": "deepseek_v3",
+    "kimi_k2": "deepseek_v3",
+    "jamba": "jamba",
+}
+
+_TINY_HIDDEN = 64
+_TINY_MLP = 64
+_TINY_VOCAB = 128
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What the probe measured, next to what kvplan estimates."""
+
+    model: str
+    family: str
+    device: str
+    dtype: str
+    context_tokens: int
+    batch_size: int
+    decode_steps: int
+    tensor_bytes: int
+    storage_bytes: int
+    by_kind: dict[str, int]
+    transformers_estimate_bytes: int
+    estimate_by_kind: dict[str, int]
+    ideal_bytes: int
+    num_tensors: int
+    allocator: dict[str, int] = field(default_factory=dict)
+    paged: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def difference_bytes(self) -> int:
+        return self.tensor_bytes - self.transformers_estimate_bytes
+
+
+def require_torch() -> tuple[Any, Any]:
+    """torch and transformers, or ProbeUnavailableError with the install hint."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise ProbeUnavailableError(INSTALL_HINT) from None
+    return torch, transformers
+
+
+def family_of(spec: ModelSpec) -> str:
+    """The transformers family that builds ``spec``, or a KvplanError naming the supported ones."""
+    family = FAMILIES.get(spec.model_type or "")
+    if family is None:
+        supported = ", ".join(sorted(set(FAMILIES)))
+        raise KvplanError(
+            f"{spec.name}: the probe cannot build model_type {spec.model_type!r}; supported:"
+            f" {supported}"
+        )
+    return family
+
+
+def _layer_types(spec: ModelSpec) -> list[str]:
+    kinds = []
+    for layer in spec.layers:
+        if isinstance(layer, SlidingWindowAttention | ChunkedLocalAttention):
+            kinds.append("sliding_attention")
+        else:
+            kinds.append("full_attention")
+    return kinds
+
+
+def _window(spec: ModelSpec) -> int | None:
+    for layer in spec.layers:
+        if isinstance(layer, SlidingWindowAttention):
+            return layer.window
+    return None
+
+
+def build_config(spec: ModelSpec, dtype: str, max_tokens: int) -> Any:
+    """A transformers config with ``spec``'s KV geometry and tiny everything else."""
+    _, transformers = require_torch()
+    family = family_of(spec)
+    layers = spec.num_hidden_layers
+    attention = [layer for layer in spec.layers if isinstance(layer, FullAttention)]
+    kv = spec.kv_heads
+    head_dim = attention[0].head_dim if attention else (spec.head_dim or 0)
+    common: dict[str, Any] = {
+        "vocab_size": _TINY_VOCAB,
+        "num_hidden_layers": layers,
+        "intermediate_size": _TINY_MLP,
+        "max_position_embeddings": max(spec.max_position_embeddings or 0, max_tokens + 1),
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "dtype": dtype,
+    }
+    window = _window(spec)
+    types = _layer_types(spec)
+    match family:
+        case "llama":
+            return transformers.LlamaConfig(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                head_dim=head_dim,
+                **common,
+            )
+        case "mistral":
+            return transformers.MistralConfig(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                head_dim=head_dim,
+                sliding_window=window,
+                **common,
+            )
+        case "qwen2":
+            return transformers.Qwen2Config(
+                hidden_size=kv * head_dim,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                use_sliding_window=window is not None,
+                sliding_window=window,
+                max_window_layers=spec.max_window_layers or 0,
+                layer_types=types,
+                **common,
+            )
+        case "qwen3":
+            return transformers.Qwen3Config(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                head_dim=head_dim,
+                sliding_window=window,
+                layer_types=types,
+                **common,
+            )
+        case "gemma2" | "gemma3_text":
+            cls = transformers.Gemma2Config if family == "gemma2" else transformers.Gemma3TextConfig
+            return cls(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                head_dim=head_dim,
+                sliding_window=window or 4096,
+                layer_types=types,
+                query_pre_attn_scalar=head_dim,
+                **common,
+            )
+        case "gpt_oss":
+            return transformers.GptOssConfig(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=kv,
+                num_key_value_heads=kv,
+                head_dim=head_dim,
+                sliding_window=window or 128,
+                layer_types=types,
+                num_local_experts=2,
+                num_experts_per_tok=1,
+                **common,
+            )
+        case "deepseek_v3":
+            mla = next(layer for layer in spec.layers if isinstance(layer, MLALatent))
+            heads = spec.num_attention_heads
+            return transformers.DeepseekV3Config(
+                hidden_size=_TINY_HIDDEN,
+                num_attention_heads=heads,
+                num_key_value_heads=heads,
+                kv_lora_rank=mla.kv_lora_rank,
+                q_lora_rank=None,
+                qk_rope_head_dim=mla.qk_rope_head_dim,
+                qk_nope_head_dim=spec.qk_nope_head_dim or 128,
+                v_head_dim=spec.v_head_dim or 128,
+                n_routed_experts=2,
+                num_experts_per_tok=1,
+                n_group=1,
+                topk_group=1,
+                first_k_dense_replace=layers,
+                moe_intermediate_size=32,
+                **common,
+            )
+        case "jamba":
+            attn = [i for i, layer in enumerate(spec.layers) if isinstance(layer, FullAttention)]
+            period = attn[1] - attn[0] if len(attn) > 1 else layers
+            return transformers.JambaConfig(
+                hidden_size=spec.hidden_size,
+                num_attention_heads=spec.num_attention_heads,
+                num_key_value_heads=kv,
+                attn_layer_period=period,
+                attn_layer_offset=attn[0] if attn else layers,
+                num_experts=1,
+                expert_layer_period=1,
+                expert_layer_offset=0,
+                use_mamba_kernels=False,
+                mamba_d_state=spec.mamba_d_state,
+                mamba_d_conv=spec.mamba_d_conv,
+                mamba_expand=spec.mamba_expand,
+                **common,
+            )
+    raise KvplanError(f"{spec.name}: family {family} has no probe builder")  # pragma: no cover
+
+
+def _cache_tensors(cache: Any) -> list[tuple[int, str, Any]]:
+    """``(layer index, part, tensor)`` for every tensor a transformers cache holds."""
+    import torch
+
+    found: list[tuple[int, str, Any]] = []
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        for i, layer in enumerate(layers):
+            for part in ("keys", "values", "conv_states", "recurrent_states"):
+                held = getattr(layer, part, None)
+                # recurrent layers keep their states in dicts keyed by state index
+                values = held.values() if isinstance(held, dict) else [held]
+                found.extend((i, part, t) for t in values if isinstance(t, torch.Tensor))
+        return found
+    for part in ("key_cache", "value_cache", "conv_states", "ssm_states"):
+        for i, tensor in enumerate(getattr(cache, part, None) or []):
+            if isinstance(tensor, torch.Tensor):
+                found.append((i, part, tensor))
+    return found
+
+
+def run_probe(
+    spec: ModelSpec,
+    *,
+    context_tokens: int,
+    batch_size: int = 1,
+    decode_steps: int = 0,
+    device: str = "cpu",
+    dtype: str | None = None,
+    paged_blocks: int | None = None,
+    seed: int = 0,
+) -> ProbeResult:
+    """Build, fill and measure (see the module docstring)."""
+    torch, transformers = require_torch()
+    from kvplan.units import resolve_dtype
+
+    if context_tokens < 1 or batch_size < 1 or decode_steps < 0:
+        raise KvplanError("the probe needs context >= 1, batch >= 1 and decode steps >= 0")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ProbeUnavailableError("--device cuda: no CUDA device is available to torch")
+    name = resolve_dtype(dtype or spec.torch_dtype).name
+    if name not in ("float32", "float16", "bfloat16"):
+        raise KvplanError(
+            f"--kv-dtype {name}: transformers caches in the model dtype; use"
+            " float32, float16 or bfloat16"
+        )
+    torch_dtype = getattr(torch, name)
+    with warnings.catch_warnings():
+        # transformers warns about slow fallback kernels and renamed arguments; the probe
+        # measures allocation, not speed, and works across versions on purpose
+        warnings.simplefilter("ignore")
+        transformers.logging.set_verbosity_error()
+        return _measure(
+            spec,
+            torch,
+            transformers,
+            name,
+            torch_dtype,
+            context_tokens,
+            batch_size,
+            decode_steps,
+            device,
+            paged_blocks,
+            seed,
+        )
+
+
+def _measure(
+    spec: ModelSpec,
+    torch: Any,
+    transformers: Any,
+    name: str,
+    torch_dtype: Any,
+    context_tokens: int,
+    batch_size: int,
+    decode_steps: int,
+    device: str,
+    paged_blocks: int | None,
+    seed: int,
+) -> ProbeResult:
+    from kvplan.engines import transformers as hf_profile
+    from kvplan.estimator import estimate
+
+    total = context_tokens + decode_steps
+    config = build_config(spec, name, total)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    model.eval().to(device)
+    cuda = device.startswith("cuda")
+    allocator: dict[str, int] = {}
+    if cuda:
+        torch.cuda.synchronize()
+        before, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    ids = torch.randint(0, _TINY_VOCAB, (batch_size, context_tokens), device=device)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            peak_base = torch.cuda.memory_allocated()
+        for _ in range(decode_steps):
+            step = torch.randint(0, _TINY_VOCAB, (batch_size, 1), device=device)
+            out = model(input_ids=step, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+        del out
+    if cuda:
+        torch.cuda.synchronize()
+        allocator = {
+            "memory_allocated_delta": torch.cuda.memory_allocated() - before,
+            "memory_reserved_delta": torch.cuda.memory_reserved() - reserved,
+            "decode_peak_delta": torch.cuda.max_memory_allocated() - peak_base,
+        }
+    tensors = _cache_tensors(cache)
+    kinds = [_kind(spec, i) for i, _, _ in tensors]
+    by_kind: dict[str, int] = {}
+    storages: dict[int, int] = {}
+    logical = 0
+    for kind, (_, _, tensor) in zip(kinds, tensors, strict=True):
+        size = tensor.numel() * tensor.element_size()
+        logical += size
+        by_kind[kind] = by_kind.get(kind, 0) + size
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    profile = hf_profile.kv_cache(spec, context_tokens=total, batch_size=batch_size, dtype=name)
+    estimate_by_kind = {
+        key.removesuffix("_bytes"): int(value)
+        for key, value in profile.engine_log.items()
+        if key.endswith("_bytes") and key not in ("k_bytes", "v_bytes", "state_bytes")
+    }
+    paged = _paged_pool(spec, paged_blocks, name, device) if paged_blocks else {}
+    return ProbeResult(
+        model=spec.name,
+        family=family_of(spec),
+        device=device,
+        dtype=name,
+        context_tokens=context_tokens,
+        batch_size=batch_size,
+        decode_steps=decode_steps,
+        tensor_bytes=logical,
+        storage_bytes=sum(storages.values()),
+        by_kind=by_kind,
+        transformers_estimate_bytes=profile.kv_cache_bytes,
+        estimate_by_kind=estimate_by_kind,
+        ideal_bytes=estimate(spec, total, batch_size=batch_size, kv_dtype=name).kv_cache_bytes,
+        num_tensors=len(tensors),
+        allocator=allocator,
+        paged=paged,
+    )
+
+
+def _kind(spec: ModelSpec, index: int) -> str:
+    layer = spec.layers[index] if index < len(spec.layers) else None
+    match layer:
+        case MLALatent():
+            return "mla_latent"
+        case SlidingWindowAttention():
+            return "sliding_attention"
+        case ChunkedLocalAttention():
+            return "chunked_attention"
+        case RecurrentState():
+            return "recurrent_state"
+        case _:
+            return "full_attention"
+
+
+def _paged_pool(spec: ModelSpec, num_blocks: int, dtype: str, device: str) -> dict[str, int]:
+    """Allocate vLLM's KV cache tensors for ``num_blocks`` blocks and compare with the plan.
+
+    vLLM allocates one raw byte tensor per ``KVCacheTensor`` (``page x num_blocks`` bytes) and
+    views each layer's blocks in it: one per layer for a uniform model, ``group_size`` shared
+    tensors for a hybrid. The planned bytes are the profile's; on CUDA the allocator's delta
+    shows what the caching allocator adds (block rounding).
+    """
+    import torch
+
+    from kvplan.engines import vllm
+
+    _, groups, tensors_needed, _ = vllm.layout(spec, vllm.config(16, kv_cache_dtype=dtype))
+    page = groups[0][0].page_bytes
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+    pool = [
+        torch.empty((page * num_blocks,), dtype=torch.int8, device=device)
+        for _ in range(tensors_needed)
+    ]
+    result = {
+        "num_blocks": num_blocks,
+        "page_bytes": page,
+        "num_tensors": tensors_needed,
+        "planned_bytes": num_blocks * page * tensors_needed,
+        "tensor_bytes": sum(t.numel() for t in pool),
+    }
+    if cuda:
+        torch.cuda.synchronize()
+        result["memory_allocated_delta"] = torch.cuda.memory_allocated() - before
+    del pool
+    return result
