@@ -29,6 +29,7 @@ _LAZY: dict[str, str] = {
     "estimate": "kvplan.estimator",
     "explain": "kvplan.estimator",
     "GPU": "kvplan.hardware",
+    "import_config": "kvplan.hfconfig",
     "UnknownGPUError": "kvplan.hardware",
     "custom_gpu": "kvplan.hardware",
     "find_gpu": "kvplan.hardware",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from kvplan.errors import KvplanError, ModelNotFoundError, SpecError, UnitError
     from kvplan.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain
     from kvplan.hardware import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
+    from kvplan.hfconfig import import_config
     from kvplan.layers import (
         ChunkedLocalAttention,
         FullAttention,
@@ -127,6 +129,7 @@ __all__ = [
     "explain",
     "find_gpu",
     "format_bytes",
+    "import_config",
     "list_gpus",
     "list_models",
     "load_lengths",

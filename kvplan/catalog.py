@@ -47,7 +47,8 @@ def _names_of(spec: ModelSpec) -> set[str]:
 
 
 def load_model(model: str | Path) -> ModelSpec:
-    """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file.
+    """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file,
+    a Hugging Face config.json or a model folder (imported by ``kvplan.hfconfig``).
 
     Raises ModelNotFoundError with the closest names when nothing matches, and SpecError
     when a file is invalid.
@@ -55,6 +56,10 @@ def load_model(model: str | Path) -> ModelSpec:
     text = str(model)
     path = Path(text)
     if isinstance(model, Path) or path.suffix in _SPEC_SUFFIXES or path.exists():
+        from kvplan.hfconfig import import_config, is_hf_config
+
+        if is_hf_config(path):
+            return import_config(path).spec
         return load_spec(path)
     key = text.strip().lower()
     for stem in dict.fromkeys((key, key.rsplit("/", 1)[-1])):

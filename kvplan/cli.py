@@ -55,7 +55,8 @@ ModelArg = Annotated[
     str,
     typer.Argument(
         help="A catalog name (llama-3.1-8b), a Hugging Face id (meta-llama/Llama-3.1-8B, any"
-        " case), an alias, or a path to a spec YAML.",
+        " case), an alias, a path to a spec YAML, or a Hugging Face config.json or model"
+        " folder (read as `kvplan import` reads it).",
         show_default=False,
     ),
 ]
@@ -76,11 +77,11 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
 def _guard(fn: Callable[[], T]) -> T:
     """Run ``fn``; a KvplanError becomes a message on stderr and exit code 2 (3 when an
     optional component or device is unavailable)."""
-    from kvplan.errors import ProbeUnavailableError
+    from kvplan.errors import UnavailableError
 
     try:
         return fn()
-    except ProbeUnavailableError as e:
+    except UnavailableError as e:
         _fail(str(e), ExitCode.UNAVAILABLE)
     except KvplanError as e:
         _fail(str(e))
@@ -1024,6 +1025,66 @@ def _write_report(path: str, content: str, *, force: bool) -> None:
     tmp = target.with_name(f".{target.name}.kvplan-tmp")
     tmp.write_text(content, encoding="utf-8")
     tmp.replace(target)
+
+
+@app.command(name="import")
+def import_(
+    path: Annotated[
+        str | None,
+        typer.Argument(
+            help="A Hugging Face config.json, or a model folder holding one (its safetensors"
+            " headers or index give the exact parameter count).",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Write the spec YAML here instead of stdout."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite --output if it exists.")
+    ] = False,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The spec's name (default: the folder's name).")
+    ] = None,
+    hub: Annotated[
+        str | None,
+        typer.Option(
+            "--hub",
+            help="Download config.json and the safetensors index (never weights) of ORG/NAME"
+            " from the Hugging Face Hub; needs pip install 'kvplan[hub]'.",
+        ),
+    ] = None,
+) -> None:
+    """Turn a Hugging Face config.json or model folder into a kvplan spec YAML.
+
+    Maps the KV geometry of each supported model_type with its config quirks (nested
+    text_config, omitted defaults, multi_query, attn_config, hybrid layer patterns) and
+    refuses the others. The spec records its source and every derived value.
+    """
+    from kvplan import hfconfig
+
+    def run() -> None:
+        if (path is None) == (hub is None):
+            raise UnitError("give a config.json or model folder, or --hub ORG/NAME (one of them)")
+        if hub is not None:
+            folder = hfconfig.download_from_hub(hub)
+            imported = hfconfig.import_config(folder, name, hf_id=hub)
+        else:
+            imported = hfconfig.import_config(path or "", name)
+        text = hfconfig.spec_yaml(imported)
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            hfconfig.write_new_file(out, text, force=force)
+            typer.echo(
+                f"wrote {out} ({imported.spec.name}, {imported.spec.num_hidden_layers} layers)",
+                err=True,
+            )
+
+    from kvplan.errors import UnitError
+
+    _guard(run)
 
 
 class SchemaKind(str, Enum):

@@ -10,7 +10,9 @@ The library raises these; the command line turns them into exit codes at its edg
     │                                no bundled model has that name, HF id or alias
     ├── UnknownGPUError (LookupError)
     │                                no catalog GPU has that name (kvplan.hardware)
-    └── ProbeUnavailableError        torch/transformers or the device is missing (exit 3)
+    └── UnavailableError             an optional component or the device is missing (exit 3)
+        ├── ProbeUnavailableError    torch/transformers or the device (kvplan probe)
+        └── HubUnavailableError      huggingface_hub or the network (kvplan import --hub)
 """
 
 from __future__ import annotations
@@ -48,8 +50,16 @@ class UnitError(KvplanError, ValueError):
     """A size, token count or dtype string cannot be read."""
 
 
-class ProbeUnavailableError(KvplanError):
+class UnavailableError(KvplanError):
+    """An optional component (an extra, a device, the network) is not available here."""
+
+
+class ProbeUnavailableError(UnavailableError):
     """The probe cannot run here: torch or transformers is not installed, or no device."""
+
+
+class HubUnavailableError(UnavailableError):
+    """``--hub`` cannot download: huggingface_hub is not installed, or the Hub is unreachable."""
 
 
 class ModelNotFoundError(KvplanError, LookupError):

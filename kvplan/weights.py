@@ -69,7 +69,13 @@ def model_weights(
     all parameters but the embeddings and the output head.
     """
     if spec.num_parameters is None:
-        raise SpecError(spec.name, ["num_parameters: required to size the weights"])
+        raise SpecError(
+            spec.name,
+            [
+                "num_parameters: required to size the weights; add it to the spec, or import"
+                " the model folder with its safetensors files or index"
+            ],
+        )
     model_dtype = resolve_dtype(dtype or spec.torch_dtype)
     embed_params = (spec.vocab_size or 0) * (spec.hidden_size or 0)
     head_params = 0 if spec.tie_word_embeddings else embed_params

@@ -1,0 +1,426 @@
+"""kvplan import: Hugging Face config.json files and model folders into specs.
+
+tests/fixtures/hf/<name>/config.json holds the released config.json of a real model of each
+mapped architecture; a folder named like a bundled spec must import to the same cache.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kvplan import estimate, load_model, parse_spec, resolve_dtype
+from kvplan.catalog import specs_dir
+from kvplan.cli import app
+from kvplan.errors import SpecError
+from kvplan.hfconfig import (
+    HUB_HINT,
+    RULES,
+    count_parameters,
+    import_config,
+    read_safetensors_header,
+    spec_from_config,
+    supported_model_types,
+)
+
+runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+FOLDERS = sorted(p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file())
+BUNDLED = [n for n in FOLDERS if (specs_dir() / f"{n}.yaml").is_file()]
+
+
+def test_every_bundled_model_has_a_fixture() -> None:
+    bundled = sorted(p.stem for p in specs_dir().glob("*.yaml"))
+    assert sorted(BUNDLED) == bundled
+
+
+def test_every_mapped_architecture_has_a_fixture() -> None:
+    seen = set()
+    for name in FOLDERS:
+        config = json.loads((FIXTURES / name / "config.json").read_text())
+        seen.add(config["model_type"])
+        seen.add((config.get("text_config") or {}).get("model_type"))
+    # minimax_text_01 is the released file's name for the minimax architecture
+    assert set(RULES) - {"minimax"} <= seen
+    assert {"gemma3", "llama4", "mistral3"} <= seen  # the wrappers around a text_config
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_import_matches_the_bundled_spec(name: str) -> None:
+    imported = import_config(FIXTURES / name)
+    bundled = load_model(name)
+    # the same cache, layer for layer (kinds, heads, dims, windows, latent, state)
+    assert imported.spec.layers == bundled.layers
+    assert imported.spec.torch_dtype == bundled.torch_dtype
+    assert imported.spec.max_position_embeddings == bundled.max_position_embeddings
+    for tokens in (1, 4096, 131072):
+        assert estimate(imported.spec, tokens).kv_cache_bytes == (
+            estimate(bundled, tokens).kv_cache_bytes
+        )
+
+
+def _kinds(name: str) -> dict[str, int]:
+    spec = import_config(FIXTURES / name).spec
+    return dict(Counter(type(layer).__name__ for layer in spec.layers))
+
+
+# (folder, model_type, layer kinds, KV bytes per token at the model dtype) worked by hand
+GEOMETRY: list[tuple[str, str, dict[str, int], int]] = [
+    ("gpt2", "gpt2", {"FullAttention": 12}, 12 * 2 * 12 * 64 * 4),
+    ("opt-6.7b", "opt", {"FullAttention": 32}, 32 * 2 * 32 * 128 * 2),
+    ("starcoder2-15b", "starcoder2", {"SlidingWindowAttention": 40}, 40 * 2 * 4 * 128 * 4),
+    ("internlm2.5-7b-chat", "internlm2", {"FullAttention": 32}, 32 * 2 * 8 * 128 * 2),
+    ("glm-4-9b-0414", "glm4", {"FullAttention": 40}, 40 * 2 * 2 * 128 * 2),
+    # traps: multi_query -> one K/V head; chatglm group num and kv_channels; DBRX attn_config
+    ("falcon-7b", "falcon", {"FullAttention": 32}, 32 * 2 * 1 * 64 * 2),
+    ("falcon-40b", "falcon", {"FullAttention": 60}, 60 * 2 * 8 * 64 * 2),
+    ("glm-4-9b", "chatglm", {"FullAttention": 40}, 40 * 2 * 2 * 128 * 2),
+    ("dbrx", "dbrx", {"FullAttention": 40}, 40 * 2 * 8 * 128 * 2),
+    # Qwen2.5: sliding_window is stated but use_sliding_window is false: every layer is full
+    ("qwen2.5-7b", "qwen2", {"FullAttention": 28}, 28 * 2 * 4 * 128 * 2),
+    # Gemma 3 4B: heads, KV heads, head_dim and the 5:1 pattern are all defaults
+    (
+        "gemma-3-4b",
+        "gemma3_text",
+        {"SlidingWindowAttention": 29, "FullAttention": 5},
+        34 * 2 * 4 * 256 * 2,
+    ),
+    # Gemma 2 9B base is a float32 checkpoint
+    (
+        "gemma-2-9b",
+        "gemma2",
+        {"SlidingWindowAttention": 21, "FullAttention": 21},
+        42 * 2 * 8 * 256 * 4,
+    ),
+    (
+        "llama-4-scout",
+        "llama4_text",
+        {"ChunkedLocalAttention": 36, "FullAttention": 12},
+        48 * 2 * 8 * 128 * 2,
+    ),
+    (
+        "gpt-oss-20b",
+        "gpt_oss",
+        {"SlidingWindowAttention": 12, "FullAttention": 12},
+        24 * 2 * 8 * 64 * 2,
+    ),
+    # MLA: one latent of kv_lora_rank + rope dims per layer, no factor 2
+    ("deepseek-v3", "deepseek_v3", {"MLALatent": 61}, 61 * (512 + 64) * 2),
+    ("kimi-k2", "kimi_k2", {"MLALatent": 61}, 61 * (512 + 64) * 2),
+    ("deepseek-v2-lite", "deepseek_v2", {"MLALatent": 27}, 27 * (512 + 64) * 2),
+    ("jamba-v0.1", "jamba", {"RecurrentState": 28, "FullAttention": 4}, 4 * 2 * 8 * 128 * 2),
+    (
+        "nemotron-h-8b",
+        "nemotron_h",
+        {"RecurrentState": 24, "NoCache": 24, "FullAttention": 4},
+        4 * 2 * 8 * 128 * 2,
+    ),
+    (
+        "granite-4.0-h-small",
+        "granitemoehybrid",
+        {"RecurrentState": 36, "FullAttention": 4},
+        4 * 2 * 8 * 128 * 2,
+    ),
+    (
+        "qwen3-next-80b-a3b",
+        "qwen3_next",
+        {"RecurrentState": 36, "FullAttention": 12},
+        12 * 2 * 2 * 256 * 2,
+    ),
+    # no torch_dtype in the file; the checkpoint is bfloat16
+    (
+        "minimax-text-01",
+        "minimax_text_01",
+        {"RecurrentState": 70, "FullAttention": 10},
+        10 * 2 * 8 * 128 * 2,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "model_type", "kinds", "per_token"), GEOMETRY, ids=[g[0] for g in GEOMETRY]
+)
+def test_kv_geometry(name: str, model_type: str, kinds: dict[str, int], per_token: int) -> None:
+    spec = import_config(FIXTURES / name).spec
+    assert spec.model_type == model_type
+    assert _kinds(name) == kinds
+    dtype = resolve_dtype(spec.torch_dtype)
+    kv_per_token = sum(
+        layer.k_token_bytes(dtype) + layer.v_token_bytes(dtype) for layer in spec.layers
+    )
+    assert kv_per_token == per_token
+
+
+def test_minimax_lightning_state_by_hand() -> None:
+    # 70 linear layers x 64 heads x 128 x 128 float32, no conv tail
+    one = estimate(import_config(FIXTURES / "minimax-text-01").spec, 1)
+    assert one.state_bytes == 70 * 64 * 128 * 128 * 4 == 293_601_280
+
+
+def test_derivations_are_recorded() -> None:
+    gemma = import_config(FIXTURES / "gemma-3-4b")
+    assert "max_position_embeddings 131072: the gemma3_text default (not in file)" in gemma.notes
+    assert "sliding_window_pattern 6: the gemma3_text default (not in file)" in gemma.notes
+    assert gemma.spec.source is not None
+    assert "text_config" in gemma.spec.source
+    falcon = import_config(FIXTURES / "falcon-7b")
+    assert "num_key_value_heads 1: multi_query shares one K/V head" in falcon.notes
+    qwen = import_config(FIXTURES / "qwen2.5-7b")
+    assert any("inactive: use_sliding_window is false" in n for n in qwen.notes)
+
+
+def test_unmapped_model_type_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "rwkv", "num_hidden_layers": 24}))
+    with pytest.raises(SpecError) as err:
+        import_config(config)
+    message = str(err.value)
+    assert message.startswith(f"{config}: model_type: 'rwkv' is not an architecture")
+    assert "llama, llama4" in message
+    assert "docs/spec.md" in message
+    result = runner.invoke(app, ["import", str(config)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "rwkv" in result.stderr
+
+
+def test_supported_list_covers_the_issue() -> None:
+    wanted = [
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "phi",
+        "phi3",
+        "falcon",
+        "gpt2",
+        "opt",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "gpt_oss",
+        "llama4",
+        "jamba",
+        "nemotron_h",
+        "granitemoehybrid",
+        "minimax",
+        "glm4",
+        "glm4_moe",
+        "chatglm",
+        "cohere",
+        "dbrx",
+        "olmo2",
+        "starcoder2",
+        "internlm2",
+    ]
+    assert set(wanted) <= set(supported_model_types())
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        ({"model_type": "llama"}, "num_hidden_layers, num_attention_heads: required in the config"),
+        (
+            {
+                "model_type": "nemotron_h",
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "hybrid_override_pattern": "M",
+            },
+            "hybrid_override_pattern: needs one character per layer (2)",
+        ),
+        ([1, 2], "a config.json must be a JSON object"),
+    ],
+)
+def test_malformed_configs(config: Any, problem: str) -> None:
+    with pytest.raises(SpecError) as err:
+        spec_from_config(config, "x/config.json")
+    assert str(err.value) == f"x/config.json: {problem}"
+
+
+# --- safetensors ----------------------------------------------------------------------------
+
+
+def _write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A valid safetensors file: header, then zero bytes for the data."""
+    width = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1, "I32": 4}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        n = width[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def _llama_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "Tiny-Llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "hidden_size": 64,
+                "vocab_size": 100,
+                "intermediate_size": 128,
+                "torch_dtype": "bfloat16",
+                "max_position_embeddings": 4096,
+                "tie_word_embeddings": False,
+            }
+        )
+    )
+    return folder
+
+
+def test_safetensors_headers_give_exact_parameters(tmp_path: Path) -> None:
+    folder = _llama_folder(tmp_path)
+    _write_safetensors(
+        folder / "model-00001-of-00002.safetensors",
+        {
+            "model.embed_tokens.weight": ("BF16", [100, 64]),
+            "model.layers.0.self_attn.q_proj.weight": ("BF16", [64, 64]),
+        },
+    )
+    _write_safetensors(
+        folder / "model-00002-of-00002.safetensors",
+        {"lm_head.weight": ("BF16", [100, 64]), "model.norm.weight": ("F32", [64])},
+    )
+    imported = import_config(folder)
+    assert imported.spec.name == "tiny-llama"
+    assert imported.spec.num_parameters == 100 * 64 + 64 * 64 + 100 * 64 + 64 == 16_960
+    assert imported.spec.weight_dtype is None
+    assert any(
+        "safetensors headers of 2 file(s) (BF16 16,896, F32 64)" in n for n in imported.notes
+    )
+    # a header is all that is read: the file's data may be absent
+    _write_safetensors(tmp_path / "a.safetensors", {"w": ("BF16", [1024, 1024])})
+    head = (tmp_path / "a.safetensors").read_bytes()
+    truncated = tmp_path / "b.safetensors"
+    truncated.write_bytes(head[: 8 + struct.unpack("<Q", head[:8])[0]])
+    assert read_safetensors_header(truncated)["w"]["shape"] == [1024, 1024]
+
+
+def test_mixed_formats_counted_per_component() -> None:
+    headers = {
+        # gpt-oss style: MXFP4 experts (2 values a byte, U8 scales are storage) + bf16 rest
+        "model.layers.0.mlp.experts.gate_up_proj_blocks": {"dtype": "U8", "shape": [4, 8, 90, 16]},
+        "model.layers.0.mlp.experts.gate_up_proj_scales": {"dtype": "U8", "shape": [4, 8, 90]},
+        "model.layers.0.self_attn.q_proj.weight": {"dtype": "BF16", "shape": [64, 32]},
+    }
+    count = count_parameters(headers, {"quant_method": "mxfp4"})
+    assert count.num_quantized_parameters == 4 * 8 * 90 * 16 * 2 == 92_160
+    assert count.num_parameters == 92_160 + 64 * 32
+    assert count.weight_dtype == "mxfp4"
+    # DeepSeek style fp8 blocks with fp32 weight_scale_inv; GPTQ 4-bit int32 packing
+    fp8 = count_parameters(
+        {
+            "w.weight": {"dtype": "F8_E4M3", "shape": [256, 256]},
+            "w.weight_scale_inv": {"dtype": "F32", "shape": [2, 2]},
+        },
+        {"quant_method": "fp8"},
+    )
+    assert (fp8.num_parameters, fp8.weight_dtype) == (65_536, "fp8_e4m3")
+    gptq = count_parameters(
+        {
+            "w.qweight": {"dtype": "I32", "shape": [16, 64]},
+            "w.scales": {"dtype": "BF16", "shape": [1, 64]},
+            "w.qzeros": {"dtype": "I32", "shape": [1, 8]},
+        },
+        {"quant_method": "gptq", "bits": 4},
+    )
+    assert (gptq.num_parameters, gptq.weight_dtype) == (16 * 64 * 8, "int4")
+
+
+def test_index_alone_gives_parameters_when_unquantized(tmp_path: Path) -> None:
+    folder = _llama_folder(tmp_path)
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}})
+    )
+    assert import_config(folder).spec.num_parameters == 8_030_261_248
+
+
+def test_not_a_safetensors_file(tmp_path: Path) -> None:
+    bad = tmp_path / "x.safetensors"
+    bad.write_bytes(struct.pack("<Q", 4) + b"nope")
+    with pytest.raises(SpecError, match=r"x\.safetensors: not a safetensors file"):
+        read_safetensors_header(bad)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_import_to_stdout_round_trips() -> None:
+    result = runner.invoke(app, ["import", str(FIXTURES / "falcon-7b")])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("# Imported from ")
+    spec = parse_spec(yaml.safe_load(result.stdout))
+    assert spec.name == "falcon-7b"
+    assert spec.num_key_value_heads == 1
+    assert spec.layers == load_model("falcon-7b").layers
+
+
+def test_output_file_is_never_overwritten_without_force(tmp_path: Path) -> None:
+    out = tmp_path / "mine.yaml"
+    out.write_text("my notes\n")
+    args = ["import", str(FIXTURES / "qwen3-8b" / "config.json"), "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr == f"kvplan: error: {out}: exists; pass --force to overwrite it\n"
+    assert out.read_text() == "my notes\n"
+    result = runner.invoke(app, [*args, "--force", "--name", "my-qwen"])
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(out.read_text())["name"] == "my-qwen"
+    assert not list(tmp_path.glob(".*kvplan-tmp"))
+
+
+def test_commands_take_a_config_or_folder(tmp_path: Path) -> None:
+    for target in (FIXTURES / "llama-3.1-8b", FIXTURES / "llama-3.1-8b" / "config.json"):
+        result = runner.invoke(app, ["calc", str(target), "-c", "8K", "-f", "json"])
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["kv_cache_bytes"] == 32 * 2 * 8 * 128 * 2 * 8192
+    # a folder with weights plans: 2 layers x 2 KV heads x 16 dims x (K + V) x 2 B = 256 B/token
+    folder = _llama_folder(tmp_path)
+    _write_safetensors(folder / "model.safetensors", {"w": ("BF16", [1000, 1000])})
+    result = runner.invoke(
+        app, ["plan", str(folder), "-g", "h100", "--max-model-len", "4096", "-f", "json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["weights_bytes"] == 1000 * 1000 * 2
+    assert doc["ideal_request_bytes"] == 256 * 4096
+
+
+def test_hub_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    result = runner.invoke(app, ["import", "--hub", "meta-llama/Llama-3.1-8B"])
+    assert result.exit_code == 3
+    assert result.stderr == f"kvplan: error: {HUB_HINT}\n"
+    assert "pip install 'kvplan[hub]'" in HUB_HINT
+
+
+def test_path_or_hub_exactly_one() -> None:
+    result = runner.invoke(app, ["import"])
+    assert result.exit_code == 2
+    assert "give a config.json or model folder, or --hub ORG/NAME" in result.stderr
