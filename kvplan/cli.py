@@ -1196,3 +1196,7 @@ def probe(
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)
+
+
+# perf, compare and chart live in their own module; importing it registers them on ``app``.
+from kvplan import cli_perf  # noqa: E402, F401

@@ -1,0 +1,342 @@
+"""Line charts of results (memory against context length, say): as plain text, or as files.
+
+``render_text`` needs nothing beyond the standard library and writes plain characters, no
+ANSI codes, so its output reads the same in a CI log, a pipe and a rich console.
+``save_chart`` writes ``.png`` or ``.svg`` through matplotlib, an optional extra imported only
+inside it: ``import kvplan.charts`` never loads matplotlib or numpy.
+
+Charts are display, so floats are fine here: callers convert their exact integers (bytes to
+GiB, say) when they build a ``Series``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.errors import SpecError, UnavailableError, UnitError
+
+PLOT_HINT = (
+    "charts as files need matplotlib, which kvplan does not install by default:"
+    " pip install 'kvplan[plot]'"
+)
+
+#: one marker per series, in order; a seventh series reuses the first.
+MARKERS = ("*", "o", "+", "x", "#", "@")
+
+_SUFFIXES = (".png", ".svg")
+_FIG_SIZE_IN = (8.0, 5.0)
+_DPI = 100  # with _FIG_SIZE_IN: a 800 x 500 pixel PNG
+_MAX_Y_INTERVALS = 5  # 4-6 labelled y ticks
+_HEADROOM = 0.05  # of the y span, above the highest value
+_LOG_STRIDES = (1, 2, 4, 5, 10)  # exponents of two between labelled x ticks on a log axis
+
+
+class PlotUnavailableError(UnavailableError):
+    """Charts as files need matplotlib, which is not installed here."""
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line: ``ys[i]`` at ``xs[i]``, the ``xs`` ascending."""
+
+    label: str
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        # A malformed series is a bug in the caller, not a user mistake: plain ValueError.
+        if len(self.xs) != len(self.ys):
+            raise ValueError(f"series {self.label!r}: {len(self.xs)} xs but {len(self.ys)} ys")
+        if not all(math.isfinite(v) for v in (*self.xs, *self.ys)):
+            raise ValueError(f"series {self.label!r}: values must be finite")
+        if any(b < a for a, b in itertools.pairwise(self.xs)):
+            raise ValueError(f"series {self.label!r}: xs must be ascending")
+
+
+@dataclass(frozen=True, slots=True)
+class HLine:
+    """A horizontal reference line, such as the KV pool of one GPU in GiB."""
+
+    label: str
+    y: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.y):
+            raise ValueError(f"line {self.label!r}: y must be finite")
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """Everything both renderers need; ``log_x`` gives a log2 x axis for context lengths."""
+
+    title: str
+    x_label: str
+    y_label: str
+    series: tuple[Series, ...]
+    hlines: tuple[HLine, ...] = ()
+    log_x: bool = False
+
+    def __post_init__(self) -> None:
+        if self.log_x and any(x <= 0 for s in self.series for x in s.xs):
+            raise ValueError(f"chart {self.title!r}: a log x axis needs xs > 0")
+
+
+# -- number labels ---------------------------------------------------------------------------
+
+
+def _short(v: float) -> str:
+    """At most three significant digits, no exponent for ordinary sizes: 1.5, 12, 120, 0.25."""
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 100:
+        text = f"{v:.0f}"
+    elif a >= 10:
+        text = f"{v:.1f}"
+    elif a >= 1:
+        text = f"{v:.2f}"
+    else:
+        return f"{v:.3g}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _compact(v: float, base: int = 1000) -> str:
+    """A compact label: ``1.2K`` for 1,200 (or 1,229 with ``base=1024``), ``1M``, ``12``.
+
+    The suffix is chosen after rounding, so 999,999 reads ``1M``, not ``1000K``.
+    """
+    for power, suffix in enumerate(("", "K", "M", "G")):
+        text = _short(v / base**power)
+        if abs(v) < base ** (power + 1) and abs(float(text)) < base:
+            return text + suffix
+    return _short(v / base**4) + "T"
+
+
+def token_label(num_tokens: float) -> str:
+    """A token count as on a context-length axis, binary like vLLM's ``32K``: 4096 -> ``4K``."""
+    return _compact(num_tokens, base=1024)
+
+
+# -- axes ------------------------------------------------------------------------------------
+
+
+def _nice_ticks(lo: float, hi: float, max_intervals: int) -> list[float]:
+    """Evenly spaced ticks on a 1, 2, 2.5, 5 x 10^k step, enclosing ``[lo, hi]``.
+
+    The smallest such step with at most ``max_intervals`` intervals wins: 0..4.2 in 5 gives
+    0, 1, 2, 3, 4, 5.
+    """
+    if hi <= lo:
+        hi = lo + 1
+    exp = math.floor(math.log10((hi - lo) / max_intervals))
+    for e in range(exp, exp + 3):
+        for m in (1.0, 2.0, 2.5, 5.0):
+            step = m * 10.0**e
+            first = math.floor(lo / step + 1e-9)
+            last = math.ceil(hi / step - 1e-9)
+            if last - first <= max_intervals:
+                return [i * step for i in range(first, last + 1)]
+    raise AssertionError("unreachable")  # pragma: no cover - 2 x 10^(exp+1) always fits
+
+
+def _y_ticks(chart: Chart) -> list[float]:
+    """From 0 (or the lowest value) to the highest value or line plus a little headroom."""
+    values = [y for s in chart.series for y in s.ys] + [h.y for h in chart.hlines]
+    lo = min([0.0, *values])
+    hi = max([0.0, *values])
+    if hi == lo:
+        hi = lo + 1
+    return _nice_ticks(lo, hi + (hi - lo) * _HEADROOM, _MAX_Y_INTERVALS)
+
+
+def _x_axis(chart: Chart, max_ticks: int) -> tuple[float, float, list[float]]:
+    """The x range and its ticks: ``(lo, hi, ticks)``.
+
+    A linear axis ends on its outer ticks. A log axis runs from the power of two at or below
+    the lowest x to the one at or above the highest, with a tick on every ``stride``-th
+    exponent (a multiple of it): 1K, 4K, 16K, 64K for 1K..128K in 4 ticks.
+    """
+    xs = [x for s in chart.series for x in s.xs]
+    if not chart.log_x:
+        lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+        if hi == lo:
+            lo, hi = lo - 1, hi + 1
+        ticks = _nice_ticks(lo, hi, max(1, max_ticks - 1))
+        return ticks[0], ticks[-1], ticks
+    lo_exp = math.floor(math.log2(min(xs))) if xs else 0
+    hi_exp = math.ceil(math.log2(max(xs))) if xs else 1
+    if hi_exp == lo_exp:
+        lo_exp, hi_exp = lo_exp - 1, hi_exp + 1
+    # the smallest stride that fits; 5 and 10 land on 1K and 1M (2^10, 2^20)
+    stride = next(
+        s
+        for s in (*_LOG_STRIDES, *range(20, hi_exp - lo_exp + 20, 10))
+        if hi_exp // s - -(-lo_exp // s) + 1 <= max_ticks
+    )
+    first = -(-lo_exp // stride) * stride
+    ticks = [2.0**e for e in range(first, hi_exp + 1, stride)]
+    return 2.0**lo_exp, 2.0**hi_exp, ticks
+
+
+def _x_label(chart: Chart, x: float) -> str:
+    return token_label(x) if chart.log_x else _compact(x)
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def _round(v: float) -> int:
+    """Half up, not to even, so a point halfway between two cells always lands the same way."""
+    return math.floor(v + 0.5)
+
+
+def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
+    """The chart as plain text: ``width`` x ``height`` characters of plot, with axes and legend.
+
+    Lines are drawn by interpolating between consecutive points column by column (and filling
+    steep rises vertically); later series are drawn over earlier ones, and every series over
+    the ``-`` reference lines. No trailing newline.
+    """
+    if width < 16 or height < 5:
+        raise UnitError(f"a text chart needs at least 16 x 5 characters, not {width} x {height}")
+
+    x_min, x_max, x_ticks = _x_axis(chart, max(3, width // 9))
+    y_ticks = _y_ticks(chart)
+    y_bot, y_top = y_ticks[0], y_ticks[-1]
+
+    def tx(x: float) -> float:
+        return math.log2(x) if chart.log_x else x
+
+    x_lo, x_hi = tx(x_min), tx(x_max)
+
+    def col_of(x: float) -> float:
+        return (tx(x) - x_lo) / (x_hi - x_lo) * (width - 1)
+
+    def row_of(y: float) -> int:
+        return _round((y_top - y) / (y_top - y_bot) * (height - 1))
+
+    grid = [[" "] * width for _ in range(height)]
+    for line in chart.hlines:
+        grid[row_of(line.y)] = ["-"] * width
+
+    for index, series in enumerate(chart.series):
+        marker = MARKERS[index % len(MARKERS)]
+        points = [(col_of(x), y) for x, y in zip(series.xs, series.ys, strict=True)]
+        for c, y in points[:1]:
+            grid[row_of(y)][_round(c)] = marker
+        for (c0, y0), (c1, y1) in itertools.pairwise(points):
+            first, last = _round(c0), _round(c1)
+            prev_row = row_of(y0)
+            for c in range(first, last + 1):
+                if last == first:
+                    y = y1
+                else:  # interpolate at the cell's own column, clamped inside the segment
+                    t = min(max((c - c0) / (c1 - c0), 0.0), 1.0) if c1 > c0 else 1.0
+                    y = y0 + (y1 - y0) * t
+                row = row_of(y)
+                # a steep rise fills the cells between the last row and this one
+                step = 1 if row >= prev_row else -1
+                for r in range(prev_row + step if row != prev_row else row, row + step, step):
+                    grid[r][c] = marker
+                prev_row = row
+
+    labels = {row_of(v): _compact(v) for v in y_ticks}
+    pad = max(len(text) for text in labels.values())
+    lines = [chart.title]
+    if chart.y_label:
+        lines.append(chart.y_label)
+    for r, cells in enumerate(grid):
+        lines.append(f"{labels.get(r, ''):>{pad}} |{''.join(cells)}")
+
+    axis = ["-"] * width
+    tick_text = [" "] * width
+    free_from = 0  # first column a next label may use: one blank between labels
+    for x in x_ticks:
+        c = _round(col_of(x))
+        axis[c] = "+"
+        text = _x_label(chart, x)
+        start = min(max(c - len(text) // 2, 0), width - len(text))
+        if start >= free_from:
+            tick_text[start : start + len(text)] = list(text)
+            free_from = start + len(text) + 1
+    lines.append(f"{'':>{pad}} +{''.join(axis)}")
+    lines.append(f"{'':>{pad}}  {''.join(tick_text)}")
+    if chart.x_label:
+        lines.append(f"{'':>{pad}}  {chart.x_label:^{width}}")
+
+    legend = [f"  {MARKERS[i % len(MARKERS)]} {s.label}" for i, s in enumerate(chart.series)]
+    legend += [f"  - {h.label} ({_compact(h.y)})" for h in chart.hlines]
+    if legend:
+        lines.append("")
+        lines.extend(legend)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
+    """Write the chart as ``.png`` or ``.svg``, atomically: a half-written file never shows.
+
+    Raises ``SpecError`` for another suffix, an existing file without ``force`` or a path that
+    cannot be written, and ``PlotUnavailableError`` without matplotlib.
+    """
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in _SUFFIXES:
+        raise SpecError(str(path), ["chart files are .png or .svg"])
+    svg = suffix == ".svg"
+    if target.exists() and not force:
+        raise SpecError(str(path), ["exists; pass --force to overwrite it"])
+    try:
+        # A bare Figure, not pyplot: no GUI backend is chosen, no global state is touched (a
+        # notebook's backend stays as it was) and nothing is left open to close; savefig picks
+        # the Agg or SVG canvas from the format. Plain ``import a.b`` also loads ``a``, so a
+        # None in sys.modules["matplotlib"] blocks it even with the submodules already loaded.
+        import matplotlib.figure  # type: ignore[import-not-found, unused-ignore]
+        import matplotlib.ticker  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise PlotUnavailableError(PLOT_HINT) from None
+    ticker = matplotlib.ticker
+
+    fig = matplotlib.figure.Figure(figsize=_FIG_SIZE_IN, dpi=_DPI, layout="constrained")
+    ax = fig.add_subplot()
+    for series in chart.series:
+        ax.plot(series.xs, series.ys, marker="o", markersize=3, label=series.label)
+    for line in chart.hlines:
+        ax.axhline(line.y, linestyle="--", linewidth=1, color="0.35", label=line.label)
+    y_ticks = _y_ticks(chart)
+    ax.set_ylim(y_ticks[0], y_ticks[-1])
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: _compact(v)))
+    x_min, x_max, x_ticks = _x_axis(chart, 9)
+    if chart.log_x:
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(ticker.FixedLocator(x_ticks))
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: _x_label(chart, v)))
+    ax.set_xlim(x_min, x_max)
+    ax.set_title(chart.title)
+    ax.set_xlabel(chart.x_label)
+    ax.set_ylabel(chart.y_label)
+    ax.grid(visible=True, alpha=0.3)
+    if chart.series or chart.hlines:
+        ax.legend()
+
+    # Not tempfile: its files are private (0600) and a chart should get the usual mode.
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            # an SVG without a date and with fixed ids: the same chart writes the same file
+            with os.fdopen(fd, "wb") as out, matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
+                fig.savefig(out, format=suffix[1:], metadata={"Date": None} if svg else None)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot write: {exc.strerror or exc}"]) from None

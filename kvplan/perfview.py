@@ -1,0 +1,194 @@
+"""Perf, compare and chart results -> rich tables or JSON-ready dicts. No arithmetic beyond
+unit conversion for display."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from kvplan.perf import Alternative, DecodeStep, Perf
+from kvplan.units import format_bytes
+
+SCHEMA_VERSION = 1
+
+
+def _ms(seconds: Fraction) -> str:
+    return f"{float(seconds) * 1000:,.2f} ms"
+
+
+def _rate(value: Fraction) -> str:
+    return f"{float(value):,.1f}"
+
+
+def _step_dict(step: DecodeStep) -> dict[str, Any]:
+    return {
+        "batch_size": step.batch_size,
+        "context_tokens": step.context_tokens,
+        "weight_read_bytes": step.weight_read_bytes,
+        "kv_read_bytes": step.kv_read_bytes,
+        "kv_write_bytes": step.kv_write_bytes,
+        "flops": step.flops,
+        "memory_bound_seconds": float(step.memory_seconds),
+        "compute_bound_seconds": float(step.compute_seconds),
+        "bound": step.bound,
+        "bound_tokens_per_second": float(step.tokens_per_second()),
+        "estimated_seconds": float(step.estimate_seconds),
+        "estimated_tokens_per_second": float(step.tokens_per_second(estimated=True)),
+    }
+
+
+def perf_to_dict(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
+    d, p = result.decode, result.prefill
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": result.model,
+        "gpu": result.gpu.name,
+        "tensor_parallel_size": result.tensor_parallel_size,
+        "kv_cache_dtype": result.kv_dtype,
+        "bandwidth_bytes_per_second": result.gpu.bandwidth_bytes_per_s,
+        "peak_flops": result.gpu.bf16_flops,
+        "bandwidth_efficiency": float(d.bandwidth_efficiency),
+        "compute_efficiency": float(d.compute_efficiency),
+        "decode": _step_dict(d),
+        "prefill": {
+            "prompt_tokens": p.prompt_tokens,
+            "linear_flops": p.linear_flops,
+            "attention_flops": p.attention_flops,
+            "weight_read_bytes": p.weight_read_bytes,
+            "bound_seconds": float(p.bound_seconds),
+            "estimated_seconds": float(p.estimate_seconds),
+        },
+        "max_concurrency": result.max_concurrency,
+        "compute_bound_from": result.compute_bound_from,
+        "curve": [_step_dict(s) for s in result.curve],
+        "alternatives": [
+            {
+                "label": a.label,
+                "context_tokens": a.context_tokens,
+                "kv_cache_dtype": a.kv_cache_dtype,
+                "max_concurrency": a.max_concurrency,
+                "decode": _step_dict(a.step) if a.step else None,
+            }
+            for a in alternatives
+        ],
+    }
+
+
+def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
+    d, p, gpu = result.decode, result.prefill, result.gpu
+    head = Text(
+        f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"
+        f" {float(gpu.bandwidth_bytes_per_s) / 1e12:.2f} TB/s, {gpu.bf16_flops / 1e12:,.0f}"
+        f" dense bf16 TFLOP/s), KV {result.kv_dtype}"
+    )
+    decode = Table(title=f"decode: {d.batch_size} x {d.context_tokens:,} tokens, one step")
+    decode.add_column("")
+    decode.add_column("per rank", justify="right")
+    decode.add_row("weights read", format_bytes(d.weight_read_bytes))
+    decode.add_row("KV read (every sequence)", format_bytes(d.kv_read_bytes))
+    decode.add_row("KV written", format_bytes(d.kv_write_bytes))
+    decode.add_row("FLOPs", f"{d.flops:,}")
+    decode.add_row("memory bound", _ms(d.memory_seconds))
+    decode.add_row("compute bound", _ms(d.compute_seconds))
+    decode.add_row(
+        f"time per token (bound: {d.bound})",
+        f"{_ms(d.bound_seconds)} -> {_rate(d.tokens_per_second())} tok/s",
+    )
+    decode.add_row(
+        f"estimate at {float(d.bandwidth_efficiency):.0%} bandwidth,"
+        f" {float(d.compute_efficiency):.0%} compute",
+        f"{_ms(d.estimate_seconds)} -> {_rate(d.tokens_per_second(True))} tok/s",
+    )
+    decode.add_row(
+        "per sequence", f"{_rate(d.tokens_per_second(True) / d.batch_size)} tok/s (estimate)"
+    )
+    prefill = Text(
+        f"prefill of {p.prompt_tokens:,} tokens: {p.flops:,} FLOPs"
+        f" ({p.attention_flops:,} attention) -> time to first token >= {_ms(p.bound_seconds)},"
+        f" about {_ms(p.estimate_seconds)} at {float(p.compute_efficiency):.0%} of peak"
+    )
+    curve = Table(title="decode throughput against concurrency (estimate)")
+    for col in ("sequences", "ms / token", "tok/s total", "tok/s each", "KV share", "bound"):
+        curve.add_column(col, justify="right")
+    for s in result.curve:
+        share = s.kv_read_bytes * 100 // max(1, s.bytes_moved)
+        mark = " <- compute-bound from here" if s.batch_size == result.compute_bound_from else ""
+        if result.max_concurrency is not None and s.batch_size > result.max_concurrency:
+            mark += " (exceeds the KV pool)"
+        curve.add_row(
+            f"{s.batch_size:,}",
+            f"{float(s.estimate_seconds) * 1000:,.2f}",
+            _rate(s.tokens_per_second(True)),
+            _rate(s.tokens_per_second(True) / s.batch_size),
+            f"{share}%",
+            s.bound + mark,
+        )
+    items: list[Any] = [head, decode, prefill, curve]
+    if alternatives:
+        alt = Table(title="what changes the ceiling (planner maximum concurrency, estimate)")
+        for col in ("case", "context", "KV dtype", "max sequences", "tok/s total"):
+            alt.add_column(col, justify="right")
+        for a in alternatives:
+            alt.add_row(
+                a.label,
+                f"{a.context_tokens:,}",
+                a.kv_cache_dtype or "model",
+                f"{a.max_concurrency:,}",
+                _rate(a.step.tokens_per_second(True)) if a.step else "-",
+            )
+        items.append(alt)
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow:
+    model: str
+    bytes_per_token: int
+    kv_bytes_at_context: int
+    max_concurrency: int | None
+    decode_tokens_per_second: Fraction | None  # one sequence, estimate
+    note: str
+
+
+def compare_to_dict(context_tokens: int, gpu: str | None, rows: list[CompareRow]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "context_tokens": context_tokens,
+        "gpu": gpu,
+        "models": [
+            {
+                "model": r.model,
+                "bytes_per_token": r.bytes_per_token,
+                "kv_cache_bytes": r.kv_bytes_at_context,
+                "max_concurrency": r.max_concurrency,
+                "decode_tokens_per_second": (
+                    None
+                    if r.decode_tokens_per_second is None
+                    else float(r.decode_tokens_per_second)
+                ),
+                "note": r.note,
+            }
+            for r in rows
+        ],
+    }
+
+
+def compare_view(context_tokens: int, gpu: str | None, rows: list[CompareRow]) -> Table:
+    where = f" on {gpu}" if gpu else ""
+    table = Table(title=f"side by side at {context_tokens:,} tokens{where}")
+    for col in ("model", "KV / token", "KV at context", "max sequences", "decode tok/s", ""):
+        table.add_column(col, justify="left" if col in ("model", "") else "right")
+    for r in rows:
+        table.add_row(
+            r.model,
+            format_bytes(r.bytes_per_token),
+            format_bytes(r.kv_bytes_at_context),
+            "-" if r.max_concurrency is None else f"{r.max_concurrency:,}",
+            "-" if r.decode_tokens_per_second is None else _rate(r.decode_tokens_per_second),
+            r.note,
+        )
+    return table
