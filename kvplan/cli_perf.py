@@ -189,6 +189,9 @@ def compare(
                 ).decode.tokens_per_second(estimated=True)
             elif device is not None:
                 note = "no num_parameters: weights unknown"
+            trained = spec.max_position_embeddings
+            if trained is not None and tokens > trained:
+                note = f"beyond its {trained:,}-token maximum" + (f"; {note}" if note else "")
             rows.append(
                 perfview.CompareRow(
                     spec.name,

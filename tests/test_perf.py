@@ -196,6 +196,8 @@ def test_compare_cli() -> None:
     # Gemma 3 12B: 40 sliding layers keep 1,024 tokens, 8 global layers all 131,072
     assert rows["gemma-3-12b"]["kv_cache_bytes"] == (40 * 1024 + 8 * 131072) * 2 * 8 * 256 * 2
     assert rows["llama-3.1-8b"]["max_concurrency"] is None
+    assert rows["qwen3-8b"]["note"] == "beyond its 40,960-token maximum"
+    assert rows["llama-3.1-8b"]["note"] == ""
     on_gpu = runner.invoke(app, ["compare", "llama-3.1-8b", "qwen3-8b", "-g", "h100"])
     assert on_gpu.exit_code == 0, on_gpu.stderr
     assert "max sequences" in on_gpu.stdout
