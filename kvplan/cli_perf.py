@@ -35,6 +35,15 @@ TpOpt = Annotated[
     int,
     typer.Option("--tensor-parallel-size", "-tp", min=1, help="GPUs sharding each layer."),
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        help="Whose budget sets the maximum concurrency: ideal (kvplan's planner) or vllm"
+        " (vLLM's block pool and its printed maximum concurrency).",
+    ),
+]
 KvDtypeOpt = Annotated[
     str | None,
     typer.Option(
@@ -77,6 +86,7 @@ def perf(
         typer.Option("--prompt", help="Prompt tokens for the prefill bound (default: --context)."),
     ] = None,
     kv_cache_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "ideal",
     bandwidth_efficiency: Annotated[
         str,
         typer.Option(
@@ -116,7 +126,7 @@ def perf(
         bw = _efficiency("--bandwidth-efficiency", bandwidth_efficiency)
         ce = _efficiency("--compute-efficiency", compute_efficiency)
         kv = _kv(kv_cache_dtype)
-        fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv)
+        fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv, engine)
         result = perf_bounds(
             spec,
             device,
@@ -137,6 +147,7 @@ def perf(
             kv_cache_dtype=kv,
             bandwidth_efficiency=bw,
             compute_efficiency=ce,
+            engine=engine,
         )
         if output is OutputFormat.json:
             _print_json(perfview.perf_to_dict(result, alts))
@@ -156,6 +167,7 @@ def compare(
     ] = None,
     tensor_parallel_size: TpOpt = 1,
     kv_cache_dtype: KvDtypeOpt = None,
+    engine: EngineOpt = "ideal",
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Models side by side: KV bytes per token, at --context, and with --gpu the most sequences
@@ -179,7 +191,7 @@ def compare(
             fit = speed = None
             note = ""
             if device is not None and spec.num_parameters is not None:
-                fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv)
+                fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv, engine)
                 speed = perf_bounds(
                     spec,
                     device,
@@ -241,6 +253,7 @@ def chart(
         str, typer.Option("--context", "-c", help="Context of the throughput chart.")
     ] = "8K",
     tensor_parallel_size: TpOpt = 1,
+    engine: EngineOpt = "ideal",
     out: Annotated[
         str | None,
         typer.Option(
@@ -268,7 +281,7 @@ def chart(
             drawn = _memory_chart(specs, device, dtypes, tensor_parallel_size)
         else:
             tokens = _option("--context", parse_tokens, context)
-            drawn = _throughput_chart(specs, device, dtypes, tensor_parallel_size, tokens)
+            drawn = _throughput_chart(specs, device, dtypes, tensor_parallel_size, tokens, engine)
         if out is None:
             typer.echo(render_text(drawn, width=width, height=height))
         else:
@@ -324,7 +337,12 @@ def _memory_chart(specs: list[ModelSpec], device: GPU, dtypes: list[str | None],
 
 
 def _throughput_chart(
-    specs: list[ModelSpec], device: GPU, dtypes: list[str | None], tp: int, tokens: int
+    specs: list[ModelSpec],
+    device: GPU,
+    dtypes: list[str | None],
+    tp: int,
+    tokens: int,
+    engine: str,
 ) -> Chart:
     from kvplan.charts import Chart, Series
     from kvplan.perf import fit_concurrency
@@ -333,7 +351,7 @@ def _throughput_chart(
     series = []
     for spec in specs:
         for dtype in dtypes:
-            fit = fit_concurrency(spec, device, tokens, tp, dtype) or 1
+            fit = fit_concurrency(spec, device, tokens, tp, dtype, engine) or 1
             result = perf_bounds(
                 spec,
                 device,

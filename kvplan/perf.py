@@ -335,14 +335,30 @@ class Alternative:
     step: DecodeStep | None  # decode at max_concurrency; None when nothing fits
 
 
+ENGINES = ("ideal", "vllm")
+
+
 def fit_concurrency(
     spec: ModelSpec,
     gpu: GPU,
     context_tokens: int,
     tensor_parallel_size: int = 1,
     kv_cache_dtype: str | None = None,
+    engine: str = "ideal",
 ) -> int:
-    """The planner's maximum concurrency at ``context_tokens`` (0 when nothing fits)."""
+    """Sequences of ``context_tokens`` that fit at once (0 when none): kvplan's ideal planner,
+    or vLLM's own figure (its block pool over blocks per request, rounded down)."""
+    if engine == "vllm":
+        from kvplan.engines import vllm
+
+        cfg = vllm.VllmConfig(
+            max_model_len=context_tokens,
+            kv_cache_dtype=kv_cache_dtype,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+        return int(vllm.profile(spec, gpu, cfg).max_concurrency)
+    if engine != "ideal":
+        raise UnitError(f"--engine: {engine!r} is not modelled for speed; allowed: ideal, vllm")
     from kvplan.planner import plan
 
     found = plan(
@@ -364,6 +380,7 @@ def alternatives(
     kv_cache_dtype: str | None = None,
     bandwidth_efficiency: Fraction | float = DEFAULT_BANDWIDTH_EFFICIENCY,
     compute_efficiency: Fraction | float = DEFAULT_COMPUTE_EFFICIENCY,
+    engine: str = "ideal",
 ) -> list[Alternative]:
     """As configured, with an fp8 KV cache, and at half the context: how many sequences fit
     (the planner's answer) and the decode throughput there."""
@@ -375,7 +392,7 @@ def alternatives(
         cases.append(("half the context", context_tokens // 2, kv_cache_dtype))
     out = []
     for label, tokens, kv in cases:
-        fit = fit_concurrency(spec, gpu, tokens, tensor_parallel_size, kv)
+        fit = fit_concurrency(spec, gpu, tokens, tensor_parallel_size, kv, engine)
         step = None
         if fit:
             m = _model(spec, tensor_parallel_size, kv, None, None)

@@ -129,7 +129,7 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
         )
     items: list[Any] = [head, decode, prefill, curve]
     if alternatives:
-        alt = Table(title="what changes the ceiling (planner maximum concurrency, estimate)")
+        alt = Table(title="what changes the ceiling (maximum concurrency that fits, estimate)")
         for col in ("case", "context", "KV dtype", "max sequences", "tok/s total"):
             alt.add_column(col, justify="right")
         for a in alternatives:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from kvplan import find_gpu, load_model, model_weights, parse_spec, plan
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.perf import alternatives, perf
+from kvplan.perf import alternatives, fit_concurrency, perf
 
 runner = CliRunner()
 H100 = find_gpu("h100-sxm")  # 3.35 TB/s, 989.5 dense bf16 TFLOP/s
@@ -231,3 +231,20 @@ def test_chart_to_png_opens(tmp_path: Any) -> None:
     again = runner.invoke(app, [*args, "-o", str(out)])
     assert again.exit_code == 2
     assert out.read_bytes() == data
+
+
+def test_engine_vllm_sets_the_ceiling() -> None:
+    from kvplan.engines import vllm
+
+    spec = load_model("gemma-3-12b")
+    profile = vllm.profile(spec, H100, vllm.VllmConfig(max_model_len=32768))
+    expected = int(profile.max_concurrency)  # vLLM prints it as a fraction; whole requests fit
+    assert fit_concurrency(spec, H100, 32768, engine="vllm") == expected
+    result = runner.invoke(
+        app, ["perf", "gemma-3-12b", "-g", "h100", "-c", "32K", "-e", "vllm", "-f", "json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["max_concurrency"] == expected
+    bad = runner.invoke(app, ["perf", "gemma-3-12b", "-g", "h100", "-e", "sglang"])
+    assert bad.exit_code == 2
+    assert "allowed: ideal, vllm" in bad.stderr
