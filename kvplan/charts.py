@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from kvplan.errors import SpecError, UnavailableError, UnitError
+from kvplan.files import refuse_existing, write_atomic
 
 PLOT_HINT = (
     "charts as files need matplotlib, which kvplan does not install by default:"
@@ -291,8 +291,7 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
     if suffix not in _SUFFIXES:
         raise SpecError(str(path), ["chart files are .png or .svg"])
     svg = suffix == ".svg"
-    if target.exists() and not force:
-        raise SpecError(str(path), ["exists; pass --force to overwrite it"])
+    refuse_existing(target, force=force)  # before matplotlib: the answer needs no plotting
     try:
         # A bare Figure, not pyplot: no GUI backend is chosen, no global state is touched (a
         # notebook's backend stays as it was) and nothing is left open to close; savefig picks
@@ -327,16 +326,9 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
     if chart.series or chart.hlines:
         ax.legend()
 
-    # Not tempfile: its files are private (0600) and a chart should get the usual mode.
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            # an SVG without a date and with fixed ids: the same chart writes the same file
-            with os.fdopen(fd, "wb") as out, matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
-                fig.savefig(out, format=suffix[1:], metadata={"Date": None} if svg else None)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-    except OSError as exc:
-        raise SpecError(str(path), [f"cannot write: {exc.strerror or exc}"]) from None
+    def draw(out: BinaryIO) -> None:
+        # an SVG without a date and with fixed ids: the same chart writes the same file
+        with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
+            fig.savefig(out, format=suffix[1:], metadata={"Date": None} if svg else None)
+
+    write_atomic(target, draw, force=True)  # refused above when it may not be replaced

@@ -856,7 +856,6 @@ def _plan_with_sglang(
     output: OutputFormat,
 ) -> None:
     """``kvplan plan --engine sglang``: its token pool, concurrency and log line."""
-    from kvplan import render
     from kvplan.engines import sglang
     from kvplan.planner import parse_utilization
 
@@ -873,6 +872,24 @@ def _plan_with_sglang(
         page_size=page_size,
         max_total_tokens=max_total_tokens,
     )
+    _print_token_pool(result, spec, device, tp, pp, max_model_len, output, "sglang", "")
+
+
+def _print_token_pool(
+    result: Any,
+    spec: Any,
+    device: Any,
+    tp: int,
+    pp: int,
+    max_model_len: int,
+    output: OutputFormat,
+    engine: str,
+    detail: str,
+) -> None:
+    """Print a token-pool engine's plan (SGLang, TensorRT-LLM): how many requests of
+    ``max_model_len`` its pool holds, and its log lines; exit 1 when not even one fits."""
+    from kvplan import render
+
     doc = render.engine_result_to_dict(result, spec, context_tokens=max_model_len, batch_size=1)
     tokens = result.kv_cache_tokens or 0
     doc.update(
@@ -892,8 +909,8 @@ def _plan_with_sglang(
             [
                 *render.engine_result_view(doc)[:2],
                 f"token pool: {tokens:,} tokens; {doc['max_concurrency']} requests of"
-                f" {max_model_len:,} tokens",
-                "what sglang prints:",
+                f" {max_model_len:,} tokens{detail}",
+                f"what {engine} prints:",
                 *(f"  {line}" for line in doc["log_lines"]),
             ]
         )
@@ -913,7 +930,6 @@ def _plan_with_trtllm(
     output: OutputFormat,
 ) -> None:
     """``kvplan plan --engine trtllm``: its token pool and log lines (peak taken as weights)."""
-    from kvplan import render
     from kvplan.engines import trtllm
 
     result = trtllm.kv_cache(
@@ -925,33 +941,8 @@ def _plan_with_trtllm(
         kv_cache_dtype=kv_cache_dtype,
         max_seq_len=max_model_len or None,
     )
-    doc = render.engine_result_to_dict(result, spec, context_tokens=max_model_len, batch_size=1)
-    tokens = result.kv_cache_tokens or 0
-    doc.update(
-        {
-            "gpu": device.name,
-            "tensor_parallel_size": tp,
-            "pipeline_parallel_size": pp,
-            "max_model_len": max_model_len,
-            "max_concurrency": tokens // max_model_len if max_model_len else 0,
-            "fits": tokens >= max_model_len,
-        }
-    )
-    if output is OutputFormat.json:
-        _print_json(doc)
-    else:
-        _print_rich(
-            [
-                *render.engine_result_view(doc)[:2],
-                f"token pool: {tokens:,} tokens; {doc['max_concurrency']} requests of"
-                f" {max_model_len:,} tokens (free_gpu_memory_fraction {fraction:g}, the dry"
-                " run's peak taken as the weights)",
-                "what TensorRT-LLM prints:",
-                *(f"  {line}" for line in doc["log_lines"]),
-            ]
-        )
-    if not doc["fits"]:
-        raise typer.Exit(int(ExitCode.CHECK_FAILED))
+    detail = f" (free_gpu_memory_fraction {fraction:g}, the dry run's peak taken as the weights)"
+    _print_token_pool(result, spec, device, tp, pp, max_model_len, output, "TensorRT-LLM", detail)
 
 
 @app.command()
@@ -982,6 +973,7 @@ def check(
     """
     from kvplan import render
     from kvplan.budget import check_budget, load_budget
+    from kvplan.files import write_atomic
 
     def run() -> None:
         checked = []
@@ -989,7 +981,7 @@ def check(
             parsed, text = load_budget(path)
             checked.append((path, check_budget(parsed, text, path)))
         if junit_xml is not None:
-            _write_report(junit_xml, render.junit_xml(checked), force=force)
+            write_atomic(junit_xml, render.junit_xml(checked), force=force, ours=_our_junit)
         if output is OutputFormat.json:
             _print_json(render.check_to_dict(checked))
         else:
@@ -1011,20 +1003,10 @@ def check(
     _guard(run)
 
 
-def _write_report(path: str, content: str, *, force: bool) -> None:
-    """Write a report, never over a file kvplan did not write unless ``force``; atomically."""
-    from pathlib import Path
-
-    from kvplan.errors import SpecError
-
-    target = Path(path)
-    if target.exists() and not force:
-        head = target.read_text(encoding="utf-8", errors="replace")[:400]
-        if '<testsuites name="kvplan check' not in head:
-            raise SpecError(path, ["exists and was not written by kvplan; pass --force"])
-    tmp = target.with_name(f".{target.name}.kvplan-tmp")
-    tmp.write_text(content, encoding="utf-8")
-    tmp.replace(target)
+def _our_junit(path: Any) -> bool:
+    """A JUnit report an earlier ``kvplan check`` wrote: reruns may replace it."""
+    head = path.read_text(encoding="utf-8", errors="replace")[:400]
+    return '<testsuites name="kvplan check' in head
 
 
 @app.command(name="import")
@@ -1063,6 +1045,7 @@ def import_(
     refuses the others. The spec records its source and every derived value.
     """
     from kvplan import hfconfig
+    from kvplan.files import write_atomic
 
     def run() -> None:
         if (path is None) == (hub is None):
@@ -1076,7 +1059,7 @@ def import_(
         if out is None:
             sys.stdout.write(text)
         else:
-            hfconfig.write_new_file(out, text, force=force)
+            write_atomic(out, text, force=force)
             typer.echo(
                 f"wrote {out} ({imported.spec.name}, {imported.spec.num_hidden_layers} layers)",
                 err=True,

@@ -115,7 +115,7 @@ def perf(
         from kvplan import perfview
         from kvplan.catalog import load_model
         from kvplan.hardware import find_gpu
-        from kvplan.perf import alternatives, fit_concurrency
+        from kvplan.perf import alternatives
         from kvplan.perf import perf as perf_bounds
         from kvplan.units import parse_tokens
 
@@ -126,7 +126,16 @@ def perf(
         bw = _efficiency("--bandwidth-efficiency", bandwidth_efficiency)
         ce = _efficiency("--compute-efficiency", compute_efficiency)
         kv = _kv(kv_cache_dtype)
-        fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv, engine)
+        alts = alternatives(
+            spec,
+            device,
+            context_tokens=tokens,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=kv,
+            bandwidth_efficiency=bw,
+            compute_efficiency=ce,
+            engine=engine,
+        )
         result = perf_bounds(
             spec,
             device,
@@ -137,17 +146,7 @@ def perf(
             kv_cache_dtype=kv,
             bandwidth_efficiency=bw,
             compute_efficiency=ce,
-            max_concurrency=fit,
-        )
-        alts = alternatives(
-            spec,
-            device,
-            context_tokens=tokens,
-            tensor_parallel_size=tensor_parallel_size,
-            kv_cache_dtype=kv,
-            bandwidth_efficiency=bw,
-            compute_efficiency=ce,
-            engine=engine,
+            max_concurrency=alts[0].max_concurrency,  # "as given": the planner's answer
         )
         if output is OutputFormat.json:
             _print_json(perfview.perf_to_dict(result, alts))

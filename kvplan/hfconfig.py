@@ -553,7 +553,9 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
     return header
 
 
-def count_parameters(headers: Mapping[str, Mapping[str, Any]], quant: Config) -> WeightCount:
+def count_parameters(
+    headers: Mapping[str, Mapping[str, Any]], quant: Config, how: str = "safetensors headers"
+) -> WeightCount:
     """Parameters per format from safetensors headers (name -> {dtype, shape}).
 
     Scales, zero points and group indices are storage, not parameters. MXFP4 ``*_blocks``
@@ -584,7 +586,7 @@ def count_parameters(headers: Mapping[str, Mapping[str, Any]], quant: Config) ->
         num_quantized_parameters=quantized,
         weight_dtype=_weight_dtype(method, bits) if quantized else None,
         dtypes=dict(sorted(dtypes.items())),
-        how="",
+        how=how,
     )
 
 
@@ -603,14 +605,7 @@ def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightC
         headers: dict[str, Any] = {}
         for shard in shards:
             headers.update(read_safetensors_header(shard))
-        count = count_parameters(headers, quant)
-        return WeightCount(
-            count.num_parameters,
-            count.num_quantized_parameters,
-            count.weight_dtype,
-            count.dtypes,
-            f"safetensors headers of {len(shards)} file(s)",
-        )
+        return count_parameters(headers, quant, f"safetensors headers of {len(shards)} file(s)")
     index = folder / INDEX_NAME
     if not index.is_file():
         return None
@@ -727,23 +722,6 @@ def spec_yaml(imported: Imported) -> str:
         imported.data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
     )
     return "\n".join(lines) + "\n" + body
-
-
-def write_new_file(path: str | Path, text: str, *, force: bool) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename; an existing file is
-    replaced only with ``force``. Raises SpecError naming the file otherwise."""
-    target = Path(path)
-    if target.exists() and not force:
-        raise SpecError(str(path), ["exists; pass --force to overwrite it"])
-    if target.is_dir():
-        raise SpecError(str(path), ["is a folder; give a file name"])
-    tmp = target.with_name(f".{target.name}.kvplan-tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise SpecError(str(path), [f"cannot write: {e.strerror or e}"]) from None
 
 
 HUB_HINT = (

@@ -75,10 +75,20 @@ class DecodeStep:
     @property
     def estimate_seconds(self) -> Fraction:
         """The bound at the achieved fractions of bandwidth and peak."""
-        return max(
-            self.memory_seconds / self.bandwidth_efficiency,
-            self.compute_seconds / self.compute_efficiency,
-        )
+        return max(self._memory_estimate, self._compute_estimate)
+
+    @property
+    def estimated_bound(self) -> str:
+        """``memory`` or ``compute``: which binds at the achieved fractions."""
+        return "compute" if self._compute_estimate > self._memory_estimate else "memory"
+
+    @property
+    def _memory_estimate(self) -> Fraction:
+        return self.memory_seconds / self.bandwidth_efficiency
+
+    @property
+    def _compute_estimate(self) -> Fraction:
+        return self.compute_seconds / self.compute_efficiency
 
     def tokens_per_second(self, estimated: bool = False) -> Fraction:
         """Output tokens a second over the batch (the bound, or the estimate)."""
@@ -126,12 +136,7 @@ class Perf:
     @property
     def compute_bound_from(self) -> int | None:
         """The smallest batch of the curve whose estimate is compute-bound (None: never)."""
-        for step in self.curve:
-            if step.compute_seconds / step.compute_efficiency > (
-                step.memory_seconds / step.bandwidth_efficiency
-            ):
-                return step.batch_size
-        return None
+        return next((s.batch_size for s in self.curve if s.estimated_bound == "compute"), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +198,7 @@ def _weight_read_bytes(m: _Model, batch_size: int) -> int:
     return cdiv(layers + m.head_bytes, m.tp) + batch_size * m.row_bytes
 
 
-def _attention_dims(m: _Model, layer: LayerCache) -> int:
+def _attention_dims(layer: LayerCache) -> int:
     """Multiply-add dims per query head and attended token: QK^T plus AV."""
     match layer:
         case MLALatent():
@@ -215,7 +220,7 @@ def decode_step(
         token_bytes = layer.k_token_bytes(m.k_dtype) + layer.v_token_bytes(m.v_dtype)
         kv_read += n * (token_bytes * kept + layer.state_bytes)
         kv_write += n * (token_bytes + layer.state_bytes)
-        attention += n * 2 * heads * _attention_dims(m, layer) * kept
+        attention += n * 2 * heads * _attention_dims(layer) * kept
         if isinstance(layer, RecurrentState):
             state_flops += n * 4 * layer.ssm_values  # decay, update, read out
     linear = cdiv(2 * m.num_active_parameters, m.tp)
@@ -257,9 +262,9 @@ def prefill_bound(m: _Model, gpu: GPU, prompt_tokens: int, ce: Fraction) -> Pref
     for layer, n in m.layers:
         match layer:
             case MLALatent():
-                dims = sum(m.mla_dims) or _attention_dims(m, layer)  # prefill decompresses
+                dims = sum(m.mla_dims) or _attention_dims(layer)  # prefill decompresses
             case _:
-                dims = _attention_dims(m, layer)
+                dims = _attention_dims(layer)
         attention += n * 2 * heads * dims * _causal_pairs(layer, prompt_tokens)
     linear = cdiv(2 * m.num_active_parameters * prompt_tokens, m.tp)
     weights = cdiv(m.layers_bytes + m.head_bytes, m.tp)
