@@ -14,11 +14,31 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
 
+from kvplan.arguments import MAX_PARALLEL
 from kvplan.errors import KvplanError, SpecError
+from kvplan.files import path_exists
 from kvplan.units import format_bytes, format_tokens, parse_bytes, parse_tokens
-from kvplan.validation import field_names, line_of, read_yaml, validate
+from kvplan.validation import field_names, line_locator, read_yaml, validate
+
+#: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
+MAX_COUNT = 2**24
+#: Upper bound of tensor and pipeline parallel sizes (GPUs in one model replica).
+
+# Integers are integers: YAML's true is refused, never read as 1.
+Count = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
+Parallel = Annotated[StrictInt, Field(gt=0, le=MAX_PARALLEL)]
+Text = Annotated[StrictStr, Field(max_length=4096)]
 
 
 def _tokens(value: object) -> int:
@@ -66,7 +86,7 @@ class ContextAtConcurrency(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    concurrency: PositiveInt = Field(description="Concurrent requests.")
+    concurrency: Count = Field(description="Concurrent requests.")
     tokens: TokenCount = Field(description="Tokens each must reach: 8192, 8k or 8K.")
 
 
@@ -75,7 +95,7 @@ class Expect(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    min_concurrency: PositiveInt | None = Field(
+    min_concurrency: Count | None = Field(
         None, description="Requests of max_model_len tokens that must fit at once."
     )
     min_context_at_concurrency: ContextAtConcurrency | None = Field(
@@ -85,12 +105,14 @@ class Expect(BaseModel):
         None, description="Most KV bytes one token may take across the model (320KiB)."
     )
     min_free_memory: ByteSize | None = Field(
-        None, description="GPU memory that must stay free per GPU (2GiB)."
+        None,
+        description="Memory per GPU that must stay free for more work (2GiB): usable memory"
+        " less weights, overhead and the KV cache the requests hold; never the headroom.",
     )
     min_kv_cache_tokens: TokenCount | None = Field(
         None, description="Token slots the KV pool must hold per GPU (a stage's)."
     )
-    fits: bool | None = Field(None, description="Whether the deployment must fit at all.")
+    fits: StrictBool | None = Field(None, description="Whether the deployment must fit at all.")
 
 
 class Deployment(BaseModel):
@@ -98,28 +120,32 @@ class Deployment(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1, description="Shown in reports and CI test names.")
-    model: str = Field(description="Catalog name, HF id, or spec path (relative to this file).")
-    gpu: str | None = Field(None, description="Catalog GPU (`kvplan gpus`).")
+    name: Text = Field(min_length=1, description="Shown in reports and CI test names.")
+    model: Text = Field(
+        min_length=1, description="Catalog name, HF id, or spec path (relative to this file)."
+    )
+    gpu: Text | None = Field(None, description="Catalog GPU (`kvplan gpus`).")
     gpu_memory: ByteSize | None = Field(
         None, description="Device memory (24GiB); with gpu, replaces its memory."
     )
-    tensor_parallel_size: PositiveInt = Field(1, description="GPUs sharding each layer.")
-    pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages.")
+    tensor_parallel_size: Parallel = Field(1, description="GPUs sharding each layer.")
+    pipeline_parallel_size: Parallel = Field(1, description="Pipeline stages.")
     engine: Literal["ideal", "vllm"] = Field(
         "ideal", description="ideal (kvplan's planner) or vllm (vLLM V1's rules)."
     )
-    engine_version: str | None = Field(None, description="Engine version (vllm: 0.19, 0.8).")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of total memory.")
+    engine_version: Text | None = Field(None, description="Engine version (vllm: 0.19, 0.8).")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, strict=True, description="Share of total memory."
+    )
     max_model_len: TokenCount | None = Field(
         None, description="Tokens per request (32K); default: the model's maximum."
     )
-    kv_cache_dtype: str | None = Field(None, description="Cache dtype (fp8, ...); default auto.")
-    dtype: str | None = Field(None, description="Model dtype in place of the spec's.")
-    quantization: str | None = Field(None, description="Weight format (fp8, awq, ...).")
-    block_size: PositiveInt = Field(16, description="Tokens per KV page.")
-    max_num_batched_tokens: PositiveInt = Field(8192, description="Tokens per step.")
-    max_num_seqs: PositiveInt = Field(1024, description="vLLM: sequences per step.")
+    kv_cache_dtype: Text | None = Field(None, description="Cache dtype (fp8, ...); default auto.")
+    dtype: Text | None = Field(None, description="Model dtype in place of the spec's.")
+    quantization: Text | None = Field(None, description="Weight format (fp8, awq, ...).")
+    block_size: Count = Field(16, description="Tokens per KV page.")
+    max_num_batched_tokens: Count = Field(8192, description="Tokens per step.")
+    max_num_seqs: Count = Field(1024, description="vLLM: sequences per step.")
     kv_cache_memory: ByteSize | None = Field(
         None, description="KV pool per GPU, skipping the budget."
     )
@@ -217,19 +243,30 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
 
         result = vllm.profile(spec, device, _vllm_config(d, length))
         stage = min(result.stages, key=lambda s: s.num_blocks)
-        used = (
+        concurrency = result.num_gpu_blocks // result.blocks_per_request
+        # free: what the deployment could still use (docs/plan.md): the pool's blocks the
+        # max_concurrency requests do not hold, plus any remainder of the pool and, with
+        # --kv-cache-memory, usable memory it leaves; never the headroom above utilization
+        block_bytes = result.page_bytes * result.group_size
+        held = concurrency * result.blocks_per_request * block_bytes
+        engine_overhead = (
             stage.overhead.weights_bytes
             + stage.overhead.activation_bytes
             + stage.overhead.non_torch_bytes
-            + stage.available_bytes
         )
-        concurrency = result.num_gpu_blocks // result.blocks_per_request
+        budget = (
+            device.memory_bytes
+            if d.kv_cache_memory is not None
+            else device.memory_bytes
+            * result.config.gpu_memory_utilization.numerator
+            // result.config.gpu_memory_utilization.denominator
+        )
         return DeploymentFacts(
             fits=concurrency >= 1,
             max_model_len=length,
             max_concurrency=concurrency,
             kv_cache_tokens=result.gpu_kv_cache_tokens,
-            free_memory_bytes=device.memory_bytes - used,
+            free_memory_bytes=budget - engine_overhead - held,
             kv_bytes_per_token=per_token,
         )
     plan = _ideal_plan(d, spec, device, max_model_len=length)
@@ -266,6 +303,7 @@ def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
 def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
     """Every assertion of every deployment, in file order, with its line in ``text``."""
     base = Path(path).resolve().parent
+    line_of = line_locator(text)  # the file composed once, whatever the number of assertions
     results: list[AssertionResult] = []
     for index, d in enumerate(budget.deployments):
         facts = deployment_facts(d, base)
@@ -324,7 +362,7 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
                 required,
                 actual,
                 ok,
-                line_of(text, ("deployments", index, "expect", key)),
+                line_of(("deployments", index, "expect", key)),
                 unit,
             )
             for key, required, actual, ok, unit in checks
@@ -335,7 +373,7 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
 
 def _model(name: str, base: Path, load: Any) -> Any:
     candidate = base / name
-    if name.endswith((".yaml", ".yml", ".json")) or candidate.exists():
+    if name.endswith((".yaml", ".yml", ".json")) or path_exists(candidate):
         return load(candidate)
     return load(name)
 

@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from kvplan.errors import ModelNotFoundError, closest
+from kvplan.files import is_file, path_exists
 from kvplan.spec import ModelSpec, load_spec
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -27,6 +28,11 @@ def specs_dir() -> Path:
 
 def _bundled_files() -> list[Path]:
     return sorted(specs_dir().glob("*.yaml"))
+
+
+def bundled_names() -> list[str]:
+    """The bundled models' short names (their file names), sorted; reads no spec."""
+    return [p.stem for p in _bundled_files()]
 
 
 @cache
@@ -55,7 +61,7 @@ def load_model(model: str | Path) -> ModelSpec:
     """
     text = str(model)
     path = Path(text)
-    if isinstance(model, Path) or path.suffix in _SPEC_SUFFIXES or path.exists():
+    if isinstance(model, Path) or path.suffix in _SPEC_SUFFIXES or path_exists(path):
         from kvplan.hfconfig import import_config, is_hf_config
 
         if is_hf_config(path):
@@ -64,7 +70,7 @@ def load_model(model: str | Path) -> ModelSpec:
     key = text.strip().lower()
     for stem in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
         candidate = specs_dir() / f"{stem}.yaml"
-        if candidate.is_file():
+        if is_file(candidate):
             spec = _load_bundled(candidate)
             if key in _names_of(spec):
                 return spec

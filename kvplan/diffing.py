@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kvplan.errors import SpecError
-from kvplan.validation import SafeLoader
+from kvplan.files import TEXT_LIMIT_BYTES, path_exists
+from kvplan.validation import parse_yaml, read_yaml
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +72,28 @@ def diff_files(old: str, new: str) -> Diff:
 def _read(label: str) -> tuple[Any, Path]:
     """The parsed YAML of a path, a ``REV:path``, or a catalog name (as a spec mapping)."""
     path = Path(label)
-    if path.exists():
-        from kvplan.validation import read_yaml
-
+    if path_exists(path):
         data, _ = read_yaml(path)
         return data, path
     if ":" in label and not label.startswith(("/", ".")):
         rev, _, file = label.partition(":")
         try:
             shown = subprocess.run(
-                ["git", "show", f"{rev}:{file}"], capture_output=True, text=True, check=True
+                ["git", "show", f"{rev}:{file}"], capture_output=True, check=True
             ).stdout
-        except (OSError, subprocess.CalledProcessError) as e:
-            detail = getattr(e, "stderr", "") or str(e)
-            raise SpecError(label, [f"cannot read from git: {detail.strip()}"]) from None
+        except (OSError, ValueError, subprocess.CalledProcessError) as e:
+            detail = getattr(e, "stderr", b"") or str(e).encode()
+            message = detail.decode("utf-8", errors="replace").strip().splitlines()
+            raise SpecError(
+                label, [f"cannot read from git: {message[0] if message else e}"]
+            ) from None
+        if len(shown) > TEXT_LIMIT_BYTES or b"\0" in shown[:8192]:
+            raise SpecError(label, ["cannot read: not a text file of at most 64 MiB"])
         try:
-            return yaml.load(shown, Loader=SafeLoader), Path(file)
-        except yaml.YAMLError as e:
-            raise SpecError(label, [f"malformed YAML: {e}"]) from None
+            text = shown.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SpecError(label, ["cannot read: not UTF-8 text"]) from None
+        return parse_yaml(text, label), Path(file)
     from kvplan.catalog import load_model
 
     spec = load_model(label)

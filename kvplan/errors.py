@@ -69,8 +69,9 @@ class ModelNotFoundError(KvplanError, LookupError):
         self.query = query
         self.suggestions = tuple(suggestions)
         hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        shown = query if len(query) <= 80 else query[:77] + "..."
         super().__init__(
-            f"unknown model {query!r}{hint} (`kvplan models` lists the catalog; "
+            f"unknown model {shown!r}{hint} (`kvplan models` lists the catalog; "
             "a path to a spec file works too)"
         )
 

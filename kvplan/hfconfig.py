@@ -17,11 +17,16 @@ code apply, including the quirks that make a naive reading wrong:
 An unmapped ``model_type`` is refused, never guessed. From a folder, the safetensors headers
 (the 8-byte length and the JSON header, never the tensors) give the exact parameter count and
 its formats; ``model.safetensors.index.json`` alone gives it when every tensor has one dtype.
+
+Config files are third-party input: a value of the wrong type or range (``attn_config: "x"``,
+``attn_layer_period: 0``, ``torch_dtype: ["bfloat16"]``, a shape of strings) is a SpecError
+naming the file and the key, never a guess and never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import SpecError
-from kvplan.spec import ModelSpec, parse_spec
+from kvplan.files import is_file, is_folder, read_bytes, read_head, read_text
+from kvplan.spec import MAX_DIM, MAX_LAYERS, MAX_PARAMETERS, ModelSpec, parse_spec
+from kvplan.units import abbreviate
 
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
@@ -120,6 +127,31 @@ class Imported:
     config_path: str
 
 
+def _whole(value: Any, key: str, minimum: int = 1, maximum: int = MAX_LAYERS) -> int:
+    """``value`` as an int in ``[minimum, maximum]``; SpecError naming ``key`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise SpecError(
+            "",
+            [f"{key}: must be an integer from {minimum} to {maximum:,}, got {abbreviate(value)}"],
+        )
+    return value
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object (absent: empty); SpecError naming ``key`` otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError("", [f"{key}: must be an object, got {abbreviate(value)}"])
+    return value
+
+
+def _list(value: Any, key: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise SpecError("", [f"{key}: must be a list, got {abbreviate(value)}"])
+    return value
+
+
 # --- the mapping, one rule set per model_type --------------------------------------------------
 
 
@@ -148,7 +180,7 @@ def _kv_heads_chatglm(r: _Reading) -> int | None:
 
 
 def _kv_heads_dbrx(r: _Reading) -> int | None:
-    kv = (r.config.get("attn_config") or {}).get("kv_n_heads")
+    kv = _mapping(r.config.get("attn_config"), "attn_config").get("kv_n_heads")
     r.notes.append(f"num_key_value_heads {kv}: attn_config.kv_n_heads")
     return kv
 
@@ -176,12 +208,17 @@ def _layers_explicit(r: _Reading, n: int) -> bool:
         "mamba": "mamba",
     }
     given = r.config.get("layer_types")
-    if not isinstance(given, list) or not given:
+    if given is None:
         return False
-    unknown = sorted({str(k) for k in given} - set(names))
-    if unknown:
+    if not _list(given, "layer_types"):
+        return False
+    if len(given) != n:
+        raise SpecError("", [f"layer_types: has {len(given):,} entries but {n} layers"])
+    unknown = next((k for k in given if not isinstance(k, str) or k not in names), None)
+    if unknown is not None:
         raise SpecError(
-            "", [f"layer_types: unknown kind {unknown[0]!r}; allowed: {', '.join(names)}"]
+            "",
+            [f"layer_types: unknown kind {abbreviate(unknown)}; allowed: {', '.join(names)}"],
         )
     kinds = [names[k] for k in given]
     r.spec["layer_types"] = kinds
@@ -240,6 +277,7 @@ def _layers_gemma3(r: _Reading, n: int) -> None:
     if every is None:
         every = 6
         r.notes.append("sliding_window_pattern 6: the gemma3_text default (not in file)")
+    every = _whole(every, "sliding_window_pattern", maximum=n)
     r.spec["layer_types_pattern"] = ["sliding_attention"] * (every - 1) + ["full_attention"]
 
 
@@ -247,12 +285,12 @@ def _layers_llama4(r: _Reading, n: int) -> None:
     if _layers_explicit(r, n):
         return
     chunk = r.get("attention_chunk_size")
-    no_rope = r.config.get("no_rope_layers") or []
+    no_rope = _list(r.config.get("no_rope_layers") or [], "no_rope_layers")
     if no_rope:
         rope = [bool(x) for x in no_rope]
         why = "no_rope_layers"
     else:
-        every = r.get("no_rope_layer_interval")
+        every = _whole(r.get("no_rope_layer_interval"), "no_rope_layer_interval")
         rope = [(i + 1) % every != 0 for i in range(n)]
         why = f"no_rope_layer_interval {every} (no_rope_layers empty)"
     if chunk is None:
@@ -266,8 +304,8 @@ def _layers_llama4(r: _Reading, n: int) -> None:
 def _layers_jamba(r: _Reading, n: int) -> None:
     if _layers_explicit(r, n):
         return
-    period = r.config.get("attn_layer_period", 8)
-    offset = r.config.get("attn_layer_offset", 4)
+    period = _whole(r.config.get("attn_layer_period", 8), "attn_layer_period")
+    offset = _whole(r.config.get("attn_layer_offset", 4), "attn_layer_offset", minimum=0)
     _pattern_every(
         r,
         n,
@@ -294,7 +332,7 @@ def _layers_nemotron_h(r: _Reading, n: int) -> None:
 def _layers_qwen3_next(r: _Reading, n: int) -> None:
     if _layers_explicit(r, n):
         return
-    every = r.get("full_attention_interval")
+    every = _whole(r.get("full_attention_interval"), "full_attention_interval")
     _pattern_every(
         r,
         n,
@@ -399,12 +437,16 @@ def spec_from_config(config: Config, path: str = CONFIG_NAME) -> tuple[dict[str,
         return _map(config)
     except SpecError as e:
         raise SpecError(path, e.problems) from None
+    except (TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as e:
+        # A value of a type or range no rule above anticipated: refused, never a traceback.
+        raise SpecError(path, [f"malformed config: {str(e)[:200]}"]) from None
 
 
 def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(config, Mapping):
         raise SpecError("", ["a config.json must be a JSON object"])
-    outer_type = config.get("model_type")
+    stated = config.get("model_type")
+    outer_type = stated if isinstance(stated, str) else None
     notes: list[str] = []
     text: Config = config
     model_type = outer_type
@@ -416,11 +458,11 @@ def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
             notes.append(f"text model from {key} (top-level model_type {outer_type})")
             break
     if not isinstance(model_type, str) or model_type not in RULES:
-        shown = model_type if isinstance(model_type, str) else outer_type
+        shown = abbreviate(model_type if isinstance(model_type, str) else stated)
         raise SpecError(
             "",
             [
-                f"model_type: {shown!r} is not an architecture kvplan can import; supported:"
+                f"model_type: {shown} is not an architecture kvplan can import; supported:"
                 f" {', '.join(supported_model_types())}; write a spec by hand instead"
                 " (docs/spec.md lists its keys)"
             ],
@@ -430,8 +472,10 @@ def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
     n = r.get("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = r.get("num_attention_heads", "n_head", "n_heads")
     hidden = r.get("hidden_size", "n_embd", "d_model")
-    if not isinstance(n, int) or not isinstance(heads, int):
+    if n is None or heads is None:
         raise SpecError("", ["num_hidden_layers, num_attention_heads: required in the config"])
+    n = _whole(n, "num_hidden_layers")  # bounded before any rule builds a per-layer list
+    heads = _whole(heads, "num_attention_heads", maximum=MAX_DIM)
     s = r.spec
     s["model_type"] = model_type
     s["num_hidden_layers"] = n
@@ -497,8 +541,11 @@ def _renamed_state(r: _Reading) -> None:
 def _model_dtype(r: _Reading, config: Config) -> str:
     for source in (r.config, config):
         for key in ("torch_dtype", "dtype"):
-            if isinstance(source.get(key), str):
-                return str(source[key])
+            value = source.get(key)
+            if isinstance(value, str):
+                return value
+            if value is not None:  # a list would otherwise fall back to float32
+                raise SpecError("", [f"{key}: must be a dtype name, got {abbreviate(value)}"])
     dtype = _DEFAULT_DTYPE.get(r.model_type, "float32")
     r.notes.append(f"torch_dtype {dtype}: not in the file")
     return dtype
@@ -526,31 +573,56 @@ _ST_WIDTH = {
 }
 _OVERHEAD = ("_scales", "_scale", "weight_scale_inv", ".scales", ".qzeros", ".g_idx", "_zero_point")
 _HEADER_LIMIT = 100 * 2**20
+_DTYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,15}")
+#: Dimensions of one tensor, and the largest dimension: far beyond any checkpoint.
+_MAX_RANK = 16
+_MAX_DIM = 2**48
 
 
 def read_safetensors_header(path: Path) -> dict[str, Any]:
     """The JSON header of a .safetensors file: the 8-byte little-endian length, then JSON.
 
-    Reads the header only, never the tensors. Raises SpecError when it is not safetensors.
+    Reads the header only, never the tensors. Raises SpecError naming the file when it is not
+    a regular file, not safetensors, or a tensor's dtype or shape is malformed.
     """
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise SpecError(str(path), ["not a safetensors file: shorter than 8 bytes"])
-            (length,) = struct.unpack("<Q", head)
-            if length > _HEADER_LIMIT:
-                raise SpecError(str(path), [f"not a safetensors file: header of {length} B"])
-            raw = f.read(length)
-    except OSError as e:
-        raise SpecError(str(path), [f"cannot read: {e.strerror or e}"]) from None
+    head = read_head(path, 8)
+    if len(head) < 8:
+        raise SpecError(str(path), ["not a safetensors file: shorter than 8 bytes"])
+    (length,) = struct.unpack("<Q", head)
+    if length > _HEADER_LIMIT:
+        raise SpecError(str(path), [f"not a safetensors file: header of {length:,} B"])
+    raw = read_bytes(path, offset=8, num_bytes=length)
     try:
         header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
         header = None
     if len(raw) < length or not isinstance(header, dict):
         raise SpecError(str(path), ["not a safetensors file: the header is not a JSON object"])
+    try:
+        for name, info in header.items():
+            if name != "__metadata__":
+                _tensor(name, info)
+    except SpecError as e:
+        raise SpecError(str(path), [f"not a safetensors file: {e.problems[0]}"]) from None
     return header
+
+
+def _tensor(name: str, info: Any) -> tuple[str, int]:
+    """A header entry's dtype and element count; SpecError naming the tensor when malformed."""
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    if not isinstance(info, Mapping):
+        raise SpecError("", [f"{shown}: must be an object with dtype and shape"])
+    dtype, shape = info.get("dtype"), info.get("shape")
+    if not isinstance(dtype, str) or not _DTYPE_NAME.fullmatch(dtype):
+        raise SpecError("", [f"{shown}: dtype {abbreviate(dtype)} is not a safetensors dtype"])
+    if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+        raise SpecError("", [f"{shown}: shape must be a list of at most {_MAX_RANK} sizes"])
+    numel = 1
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim <= _MAX_DIM:
+            raise SpecError("", [f"{shown}: shape {abbreviate(dim)} is not a size"])
+        numel *= dim
+    return dtype, numel
 
 
 def count_parameters(
@@ -560,18 +632,18 @@ def count_parameters(
 
     Scales, zero points and group indices are storage, not parameters. MXFP4 ``*_blocks``
     hold two 4-bit values a byte; GPTQ/AWQ ``qweight`` packs 32 / bits values an int32.
+    Raises SpecError for a malformed entry or ``quantization_config``.
     """
+    quant = _mapping(quant, "quantization_config")
     method = str(quant.get("quant_method", "")).lower()
-    bits = int(quant.get("bits", 4) or 4)
+    bits = quant.get("bits", 4)
+    bits = 4 if bits is None else _whole(bits, "quantization_config.bits", maximum=32)
     dtypes: dict[str, int] = {}
     quantized = 0
     for name, info in headers.items():
         if name == "__metadata__" or name.endswith(_OVERHEAD):
             continue
-        numel = 1
-        for dim in info.get("shape", []):
-            numel *= int(dim)
-        dtype = str(info.get("dtype"))
+        dtype, numel = _tensor(name, info)
         if name.endswith("_blocks") and dtype == "U8":
             numel, dtype = numel * 2, "MXFP4"
             quantized += numel
@@ -581,8 +653,11 @@ def count_parameters(
         elif dtype.startswith("F8_"):
             quantized += numel
         dtypes[dtype] = dtypes.get(dtype, 0) + numel
+    total = sum(dtypes.values())
+    if total > MAX_PARAMETERS:
+        raise SpecError("", [f"safetensors headers: {total:,} parameters, over {MAX_PARAMETERS:,}"])
     return WeightCount(
-        num_parameters=sum(dtypes.values()),
+        num_parameters=total,
         num_quantized_parameters=quantized,
         weight_dtype=_weight_dtype(method, bits) if quantized else None,
         dtypes=dict(sorted(dtypes.items())),
@@ -600,17 +675,23 @@ def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightC
     """The checkpoint's parameters, from shard headers, else from the index's total_size when
     the checkpoint is unquantized (one dtype); None when the folder has neither."""
     shards = sorted(folder.glob("*.safetensors"))
-    quant = config.get("quantization_config") or {}
+    quant = _mapping(config.get("quantization_config"), "quantization_config")
     if shards:
         headers: dict[str, Any] = {}
         for shard in shards:
             headers.update(read_safetensors_header(shard))
         return count_parameters(headers, quant, f"safetensors headers of {len(shards)} file(s)")
     index = folder / INDEX_NAME
-    if not index.is_file():
+    if not is_file(index):
         return None
     data = _read_json(index)
-    total = (data.get("metadata") or {}).get("total_size")
+    try:
+        metadata = _mapping(data.get("metadata"), "metadata")
+        total = metadata.get("total_size")
+        if total is not None:
+            _whole(total, "metadata.total_size", maximum=MAX_PARAMETERS * 8)
+    except SpecError as e:
+        raise SpecError(str(index), e.problems) from None
     width = {"float32": 4, "float16": 2, "bfloat16": 2}.get(torch_dtype)
     if not isinstance(total, int) or quant or width is None or total % width:
         return None
@@ -627,12 +708,17 @@ def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightC
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    text = read_text(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise SpecError(str(path), [f"cannot read: {e.strerror or e}"]) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SpecError(str(path), [f"malformed JSON: {e}"]) from None
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(str(path), [f"malformed JSON: {e.msg}"], [e.lineno]) from None
+    except RecursionError:
+        raise SpecError(str(path), ["malformed JSON: nested too deeply"]) from None
+    except ValueError:  # Python reads at most 4,300 digits of an integer
+        raise SpecError(
+            str(path), ["malformed JSON: an integer of more than 4,300 digits"]
+        ) from None
     if not isinstance(data, dict):
         raise SpecError(str(path), ["must be a JSON object"])
     return data
@@ -640,15 +726,15 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def is_hf_config(path: Path) -> bool:
     """True for a model folder or a transformers config.json (not a kvplan spec in JSON)."""
-    if path.is_dir():
+    if is_folder(path):
         return True
-    if path.suffix != ".json" or not path.is_file():
+    if path.suffix != ".json" or not is_file(path):
         return False
     if path.name == CONFIG_NAME:
         return True
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(read_text(path))
+    except (SpecError, ValueError, RecursionError):  # the spec reader reports the problem
         return False
     return isinstance(data, dict) and any(
         k in data for k in ("architectures", "transformers_version", *_NESTED)
@@ -662,19 +748,25 @@ def import_config(path: str | Path, name: str | None = None, hf_id: str | None =
     formats and, with ``quantization_config``, how many parameters are quantized.
     """
     path = Path(path)
-    folder = path if path.is_dir() else None
+    folder = path if is_folder(path) else None
     config_path = path / CONFIG_NAME if folder else path
-    if folder is not None and not config_path.is_file():
+    if folder is not None and not is_file(config_path):
         raise SpecError(str(path), [f"{CONFIG_NAME}: not in this folder"])
     shown = str(config_path)
     config = _read_json(config_path)
     data, notes = spec_from_config(config, shown)
     if folder is not None:
-        count = weights_in_folder(folder, config, data["torch_dtype"])
+        try:
+            count = weights_in_folder(folder, config, data["torch_dtype"])
+        except SpecError as e:
+            raise SpecError(e.path or shown, e.problems, e.lines) from None
         if count is not None:
             _add_weights(data, notes, count)
-    quant = config.get("quantization_config")
-    if isinstance(quant, Mapping) and "weight_dtype" not in data:
+    try:
+        quant = _mapping(config.get("quantization_config"), "quantization_config")
+    except SpecError as e:
+        raise SpecError(shown, e.problems) from None
+    if quant and "weight_dtype" not in data:
         notes.append(f"quantization_config {quant.get('quant_method')}: weights not counted")
     label = name or (hf_id.rsplit("/", 1)[-1].lower() if hf_id else _default_name(path, config))
     ordered: dict[str, Any] = {"name": label}
@@ -700,8 +792,8 @@ def _add_weights(data: dict[str, Any], notes: list[str], count: WeightCount) -> 
 def _default_name(path: Path, config: Config) -> str:
     """The folder's name (``models/Llama-3.1-8B/config.json`` -> ``llama-3.1-8b``), or the
     file's stem when it is not called config.json."""
-    if path.is_dir() or path.name == CONFIG_NAME:
-        folder = path if path.is_dir() else path.parent
+    if is_folder(path) or path.name == CONFIG_NAME:
+        folder = path if is_folder(path) else path.parent
         stem = folder.resolve().name
     else:
         stem = path.stem

@@ -5,18 +5,60 @@ the settings and the figures the engine printed, recomputes them with the engine
 returns one row per component. A row is either a *rule* (reproduced or not: blocks from the
 printed memory, tokens and concurrency from the blocks, cells, MiB) or a *modelled estimate*
 (weights, activation, non-torch memory, the pool), shown with its residual.
+
+A log is read with ``read_log``: a regular file (or standard input), its first 64 MiB (the
+start-up lines come first), invalid UTF-8 replaced. Every number taken from it is checked
+(digits, range) before use, so an edited or corrupted log is a SpecError naming the setting.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.catalog import load_model
 from kvplan.errors import KvplanError, ModelNotFoundError, SpecError
-from kvplan.spec import ModelSpec
-from kvplan.units import GiB, MiB
+from kvplan.files import TEXT_LIMIT_BYTES, read_text
+from kvplan.spec import MAX_TOKENS, ModelSpec
+from kvplan.units import GiB, MiB, abbreviate
+
+#: Largest parallel size, block size, sequence or step count taken from a log.
+_MAX_COUNT = 2**24
+_MAX_PARALLEL = 4096
+#: GiB figures are printed with two decimals; more digits than this are not a figure.
+_DECIMAL = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
+
+
+def read_log(path: str) -> str:
+    """The text of the log file ``path`` (``-``: standard input): at most its first
+    ``TEXT_LIMIT_BYTES`` bytes, invalid UTF-8 replaced. Raises SpecError naming the file when
+    it is not a regular file, cannot be read, or is binary."""
+    if path == "-":
+        return sys.stdin.read(TEXT_LIMIT_BYTES)
+    return read_text(path, truncate=True, errors="replace")
+
+
+def _count(text: str | None, name: str, path: str, default: int, maximum: int = _MAX_COUNT) -> int:
+    """A positive integer setting read from the log (``default`` when absent)."""
+    if text is None:
+        return default
+    digits = text.replace(",", "").lstrip("0") or "0"
+    if not digits.isdigit() or len(digits) > 15 or not 1 <= int(digits) <= maximum:
+        raise SpecError(
+            path, [f"{name} {abbreviate(text)} in the log: expected an integer 1 to {maximum:,}"]
+        )
+    return int(digits)
+
+
+def _gib_figure(text: str | None, name: str, path: str) -> float | None:
+    """A figure printed in GiB (``71.27``), or None when absent."""
+    if text is None:
+        return None
+    if not _DECIMAL.fullmatch(text):
+        raise SpecError(path, [f"{name} {abbreviate(text)} in the log: not a figure in GiB"])
+    return float(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +137,15 @@ def _model(found: str | None, given: str | None, path: str) -> ModelSpec:
             return load_model(name)
         except ModelNotFoundError as e:
             error = e
+        except OSError:  # a name too long to probe as a path: no catalog name either
+            continue
+    close = f"; did you mean {', '.join(error.suggestions)}?" if error and error.suggestions else ""
     raise SpecError(
-        path, [f"model {found!r} in the log is not in the catalog; pass --model ({error})"]
+        path,
+        [
+            f"model {abbreviate(found)} in the log is not in the catalog{close} (pass --model:"
+            " a catalog name, an HF id or a spec file)"
+        ],
     )
 
 
@@ -124,12 +173,13 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
     spec = _model(
         _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
     )
-    total = _find(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)
+    total_text = _find(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)
+    total = _gib_figure(total_text, "total GPU memory", path)
     if given_gpu is not None:
         device = find_gpu(given_gpu)
     elif total is not None:
-        same = [g for g in list_gpus() if f"{g.memory_bytes / GiB:.2f}" == total]
-        device = same[0] if same else custom_gpu(int(float(total) * GiB))
+        same = [g for g in list_gpus() if f"{g.memory_bytes / GiB:.2f}" == total_text]
+        device = same[0] if same else custom_gpu(int(total * GiB))
     else:
         raise SpecError(path, ["the log prints no GPU memory; pass --gpu NAME"])
     utilization = (
@@ -140,23 +190,38 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
     dtype = _find(r"dtype=torch\.(\w+)", text)
     kv = _find(r"kv_cache_dtype=(\w+)", text)
     quant = _find(r"quantization=(\w+)", text)
-    length = int(
-        _find(r"max_seq_len=(\d+)", text)
-        or _find(r"'max_model_len': (\d+)", text)
-        or spec.max_position_embeddings
-        or 0
+    length = _count(
+        _find(r"max_seq_len=(\d+)", text) or _find(r"'max_model_len': (\d+)", text),
+        "max_model_len",
+        path,
+        spec.max_position_embeddings or 0,
+        MAX_TOKENS,
     )
     settings: dict[str, Any] = {
         "max_model_len": length,
         "gpu_memory_utilization": utilization,
-        "tensor_parallel_size": int(_find(r"tensor_parallel_size=(\d+)", text) or 1),
-        "pipeline_parallel_size": int(_find(r"pipeline_parallel_size=(\d+)", text) or 1),
+        "tensor_parallel_size": _count(
+            _find(r"tensor_parallel_size=(\d+)", text),
+            "tensor_parallel_size",
+            path,
+            1,
+            _MAX_PARALLEL,
+        ),
+        "pipeline_parallel_size": _count(
+            _find(r"pipeline_parallel_size=(\d+)", text),
+            "pipeline_parallel_size",
+            path,
+            1,
+            _MAX_PARALLEL,
+        ),
         "dtype": None if dtype in (None, "auto") else dtype,
         "kv_cache_dtype": None if kv in (None, "auto") else kv,
         "quantization": None if quant in (None, "None") else quant,
-        "max_num_batched_tokens": int(_find(r"'max_num_batched_tokens': (\d+)", text) or 8192),
-        "max_num_seqs": int(_find(r"'max_num_seqs': (\d+)", text) or 1024),
-        "block_size": int(_find(r"'block_size': (\d+)", text) or 16),
+        "max_num_batched_tokens": _count(
+            _find(r"'max_num_batched_tokens': (\d+)", text), "max_num_batched_tokens", path, 8192
+        ),
+        "max_num_seqs": _count(_find(r"'max_num_seqs': (\d+)", text), "max_num_seqs", path, 1024),
+        "block_size": _count(_find(r"'block_size': (\d+)", text), "block_size", path, 16),
     }
     cfg = vllm.config(
         length,
@@ -178,7 +243,9 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
         r" ([\d.]+) GiB for non-torch memory, and ([\d.]+) GiB for CUDAGraph",
         text,
     )
-    printed = [float(x) for x in usage.groups()] if usage else [None] * 4
+    printed = (
+        [_gib_figure(x, "memory usage", path) for x in usage.groups()] if usage else [None] * 4
+    )
     rows = [
         _estimate_row("weights", printed[0], first.weights_bytes),
         _estimate_row("peak activation", printed[1], first.activation_bytes),
@@ -187,22 +254,19 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
             "CUDA graphs (not subtracted up to v0.19)", printed[3], first.cuda_graph_bytes
         ),
     ]
-    available = _find(r"Available KV cache memory: ([\d.]+) GiB", text)
-    rows.append(
-        _estimate_row(
-            "available KV cache memory",
-            float(available) if available else None,
-            result.available_bytes,
-        )
+    available = _gib_figure(
+        _find(r"Available KV cache memory: ([\d.]+) GiB", text), "available KV cache memory", path
     )
+    rows.append(_estimate_row("available KV cache memory", available, result.available_bytes))
     notes: list[str] = []
     blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
     tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
     conc_text = _find(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
-    blocks = int(blocks_text) if blocks_text else None
+    blocks = _count(blocks_text, "num_gpu_blocks", path, 0, 2**40) if blocks_text else None
     if available is not None:
-        low = vllm.from_available(spec, int((float(available) - 0.005) * GiB), cfg).num_gpu_blocks
-        high = vllm.from_available(spec, int((float(available) + 0.005) * GiB), cfg).num_gpu_blocks
+        low_bytes = max(0, int((available - 0.005) * GiB))
+        low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
+        high = vllm.from_available(spec, int((available + 0.005) * GiB), cfg).num_gpu_blocks
         if blocks is None and tokens_text is not None and low == high:
             blocks = low
         if blocks is not None:
@@ -225,7 +289,7 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
         # the printed figures follow from the block count alone
         tokens = blocks // result.num_groups * result.block_size
         if tokens_text is not None:
-            ok = tokens == int(tokens_text.replace(",", ""))
+            ok = tokens == _count(tokens_text, "GPU KV cache size", path, 0, 2**50)
             rows.append(
                 Row(
                     "GPU KV cache size (tokens)",
@@ -271,10 +335,10 @@ def _sglang(text: str, given_model: str | None, path: str) -> Reconciliation:
     if found is not None and found.startswith(("/", ".", "~")):
         found = found.rstrip("/").rsplit("/", 1)[-1]  # a local folder: its name
     spec = _model(found, given_model, path)
-    tp = int(_find(r"--tp(?:-size)?[ =](\d+)", text) or 1)
-    page = int(_find(r"--page-size[ =](\d+)", text) or 1)
+    tp = _count(_find(r"--tp(?:-size)?[ =](\d+)", text), "--tp", path, 1, _MAX_PARALLEL)
+    page = _count(_find(r"--page-size[ =](\d+)", text), "--page-size", path, 1)
     kv_dtype = _find(r"--kv-cache-dtype[ =](\S+)", text)
-    tokens = int(m.group(1))
+    tokens = _count(m.group(1), "#tokens", path, 0, MAX_TOKENS)
     k_bytes, v_bytes = sglang.pool_bytes(
         spec, tokens, tp=tp, kv_cache_dtype=kv_dtype, page_size=page
     )
@@ -310,9 +374,10 @@ def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Recon
         else _model(None, None, path)
     )
     build = _find(r"build: (\d+)", text) or _build_from_format(text)
-    n_ctx = int(_find(r"n_ctx\s+= (\d+)", text) or _find(r"--ctx-size (\d+)", text) or 0)
-    if not n_ctx:
+    n_ctx_text = _find(r"n_ctx\s+= (\d+)", text) or _find(r"--ctx-size (\d+)", text)
+    if n_ctx_text is None:
         raise SpecError(path, ["no n_ctx in the log"])
+    n_ctx = _count(n_ctx_text, "n_ctx", path, 0, MAX_TOKENS)
     fa = _find(r"flash_attn\s+= (\w+)", text)
     types = re.search(r"K \((\w+)\)[^V]*V \((\w+)\)", text) or re.search(
         r"type_k = '(\w+)', type_v = '(\w+)'", text
@@ -321,10 +386,10 @@ def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Recon
     type_k = types.group(1) if types else (c_kv or "f16")
     type_v = types.group(2) if types else (c_kv or "f16")
     settings: dict[str, Any] = {
-        "build": int(build) if build else None,
+        "build": _count(build, "build", path, 0, 10**9) if build else None,
         "n_ctx": n_ctx,
-        "n_seq_max": int(_find(r"n_seq_max\s+= (\d+)", text) or 1),
-        "n_ubatch": int(_find(r"n_ubatch\s+= (\d+)", text) or 512),
+        "n_seq_max": _count(_find(r"n_seq_max\s+= (\d+)", text), "n_seq_max", path, 1),
+        "n_ubatch": _count(_find(r"n_ubatch\s+= (\d+)", text), "n_ubatch", path, 512),
         "flash_attn": fa not in ("0", "false", "disabled"),
         "kv_unified": _find(r"kv_unified\s+= (\w+)", text) == "true",
         "type_k": type_k,

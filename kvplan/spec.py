@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveInt,
     PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -37,8 +39,28 @@ from kvplan.layers import (
     RecurrentState,
     SlidingWindowAttention,
 )
-from kvplan.units import FLOAT_DTYPES, DType, resolve_dtype
+from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
 from kvplan.validation import read_yaml, validate
+
+#: Upper bounds of the integer keys (docs/spec.md, "Limits"): far above any real model, low
+#: enough that nothing a spec says can take unbounded time or memory (the per-layer schedule
+#: is a tuple of num_hidden_layers entries) or overflow a float at display.
+MAX_LAYERS = 10_000
+#: Heads, head and model dims, MLA ranks, recurrent-state sizes, vocabulary, MLP width.
+MAX_DIM = 2**24
+#: Windows, chunks and max_position_embeddings, in tokens.
+MAX_TOKENS = 2**40
+#: Parameter counts.
+MAX_PARAMETERS = 2**50
+#: Characters of a name or Hugging Face id.
+MAX_NAME_CHARS = 256
+
+# Integers are integers: YAML's true, 32.0 or "32" are refused, never read as 1 or 32.
+Layers = Annotated[StrictInt, Field(gt=0, le=MAX_LAYERS)]
+Dim = Annotated[StrictInt, Field(gt=0, le=MAX_DIM)]
+Tokens = Annotated[StrictInt, Field(gt=0, le=MAX_TOKENS)]
+Parameters = Annotated[StrictInt, Field(gt=0, le=MAX_PARAMETERS)]
+Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
 
 
 class ModelSpec(BaseModel):
@@ -47,97 +69,102 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     # --- identity and provenance -------------------------------------------------------------
-    name: str = Field(min_length=1, description="Canonical short name; a bundled spec's file name.")
-    hf_id: str | None = Field(None, description="Hugging Face repo id the numbers come from.")
-    aliases: tuple[str, ...] = Field((), description="Other names that resolve to this spec.")
-    source: str | None = Field(None, description="Where each number came from.")
-    model_type: str | None = Field(None, description="config.json `model_type`.")
+    name: Name = Field(
+        min_length=1, description="Canonical short name; a bundled spec's file name."
+    )
+    hf_id: Name | None = Field(None, description="Hugging Face repo id the numbers come from.")
+    aliases: tuple[Name, ...] = Field((), description="Other names that resolve to this spec.")
+    source: StrictStr | None = Field(None, description="Where each number came from.")
+    model_type: Name | None = Field(None, description="config.json `model_type`.")
     # --- attention geometry -------------------------------------------------------------------
-    num_hidden_layers: PositiveInt = Field(description="Decoder layers, of every kind.")
-    hidden_size: PositiveInt | None = Field(
+    num_hidden_layers: Layers = Field(description="Decoder layers, of every kind.")
+    hidden_size: Dim | None = Field(
         None, description="Model width; gives head_dim = hidden_size / num_attention_heads."
     )
-    num_attention_heads: PositiveInt = Field(description="Query heads.")
-    num_key_value_heads: PositiveInt | None = Field(
+    num_attention_heads: Dim = Field(description="Query heads.")
+    num_key_value_heads: Dim | None = Field(
         None, description="KV heads (GQA/MQA); absent means num_attention_heads (MHA)."
     )
-    head_dim: PositiveInt | None = Field(
+    head_dim: Dim | None = Field(
         None, description="K head dim; absent means hidden_size / num_attention_heads."
     )
-    v_head_dim: PositiveInt | None = Field(
+    v_head_dim: Dim | None = Field(
         None, description="V head dim when it differs from K's (MLA: the decompressed V)."
     )
-    torch_dtype: str = Field(
+    torch_dtype: StrictStr = Field(
         description="Model dtype (float32, float16, bfloat16); the default KV cache dtype.",
         validation_alias="torch_dtype",
     )
-    max_position_embeddings: PositiveInt | None = Field(
+    max_position_embeddings: Tokens | None = Field(
         None, description="Longest context the model is trained for."
     )
     # --- per-layer kinds ----------------------------------------------------------------------
     layer_types: tuple[LayerKind, ...] | None = Field(
-        None, description="Explicit per-layer kinds, one per layer (Hugging Face `layer_types`)."
+        None,
+        max_length=MAX_LAYERS,
+        description="Explicit per-layer kinds, one per layer (Hugging Face `layer_types`).",
     )
     layer_types_pattern: tuple[LayerKind, ...] | None = Field(
         None,
         min_length=1,
+        max_length=MAX_LAYERS,
         description="Compact form: a list of kinds repeated from layer 0 to fill all layers.",
     )
-    sliding_window: PositiveInt | None = Field(
+    sliding_window: Tokens | None = Field(
         None,
         description="Window of sliding layers; alone (no layer kinds given), every layer slides.",
     )
-    use_sliding_window: bool | None = Field(
+    use_sliding_window: StrictBool | None = Field(
         None, description="Qwen2: false means sliding_window is ignored."
     )
-    max_window_layers: NonNegativeInt | None = Field(
+    max_window_layers: Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)] | None = Field(
         None, description="Qwen2: with use_sliding_window, layers from this index on slide."
     )
-    attention_chunk_size: PositiveInt | None = Field(
+    attention_chunk_size: Tokens | None = Field(
         None, description="Chunk of chunked local attention layers (Llama 4)."
     )
     # --- multi-head latent attention ----------------------------------------------------------
-    kv_lora_rank: PositiveInt | None = Field(
+    kv_lora_rank: Dim | None = Field(
         None, description="MLA latent rank; with it, attention layers cache one latent."
     )
-    qk_rope_head_dim: PositiveInt | None = Field(None, description="MLA decoupled RoPE key dims.")
-    qk_nope_head_dim: PositiveInt | None = Field(None, description="MLA per-head non-RoPE dims.")
-    q_lora_rank: PositiveInt | None = Field(None, description="MLA query rank (no cache).")
+    qk_rope_head_dim: Dim | None = Field(None, description="MLA decoupled RoPE key dims.")
+    qk_nope_head_dim: Dim | None = Field(None, description="MLA per-head non-RoPE dims.")
+    q_lora_rank: Dim | None = Field(None, description="MLA query rank (no cache).")
     # --- recurrent state ----------------------------------------------------------------------
-    mamba_d_state: PositiveInt | None = Field(None, description="Mamba SSM state size.")
-    mamba_d_conv: PositiveInt | None = Field(None, description="Mamba convolution kernel.")
-    mamba_expand: PositiveInt | None = Field(
+    mamba_d_state: Dim | None = Field(None, description="Mamba SSM state size.")
+    mamba_d_conv: Dim | None = Field(None, description="Mamba convolution kernel.")
+    mamba_expand: Dim | None = Field(
         None, description="Mamba1: d_inner = mamba_expand x hidden_size."
     )
-    mamba_n_heads: PositiveInt | None = Field(None, description="Mamba2 heads.")
-    mamba_d_head: PositiveInt | None = Field(None, description="Mamba2 head dim.")
-    mamba_n_groups: PositiveInt | None = Field(None, description="Mamba2 B/C groups.")
-    linear_num_key_heads: PositiveInt | None = Field(None, description="Gated delta net K heads.")
-    linear_num_value_heads: PositiveInt | None = Field(None, description="Gated delta net V heads.")
-    linear_key_head_dim: PositiveInt | None = Field(None, description="Gated delta net K dim.")
-    linear_value_head_dim: PositiveInt | None = Field(None, description="Gated delta net V dim.")
-    linear_conv_kernel_dim: PositiveInt | None = Field(
+    mamba_n_heads: Dim | None = Field(None, description="Mamba2 heads.")
+    mamba_d_head: Dim | None = Field(None, description="Mamba2 head dim.")
+    mamba_n_groups: Dim | None = Field(None, description="Mamba2 B/C groups.")
+    linear_num_key_heads: Dim | None = Field(None, description="Gated delta net K heads.")
+    linear_num_value_heads: Dim | None = Field(None, description="Gated delta net V heads.")
+    linear_key_head_dim: Dim | None = Field(None, description="Gated delta net K dim.")
+    linear_value_head_dim: Dim | None = Field(None, description="Gated delta net V dim.")
+    linear_conv_kernel_dim: Dim | None = Field(
         None, description="Gated delta net convolution kernel."
     )
-    state_dtype: str = Field("float32", description="dtype of recurrent state.")
+    state_dtype: StrictStr = Field("float32", description="dtype of recurrent state.")
     # --- weights (sized by the planner) -------------------------------------------------------
-    num_parameters: PositiveInt | None = Field(None, description="Total parameters.")
-    num_active_parameters: PositiveInt | None = Field(
+    num_parameters: Parameters | None = Field(None, description="Total parameters.")
+    num_active_parameters: Parameters | None = Field(
         None, description="Parameters active per token (MoE)."
     )
-    weight_dtype: str | None = Field(
+    weight_dtype: StrictStr | None = Field(
         None, description="Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...)."
     )
-    num_quantized_parameters: PositiveInt | None = Field(
+    num_quantized_parameters: Parameters | None = Field(
         None,
         description="Parameters stored in weight_dtype (e.g. MoE experts); the rest are in"
         " torch_dtype. Absent: all of them.",
     )
-    vocab_size: PositiveInt | None = Field(None, description="Vocabulary size.")
-    intermediate_size: PositiveInt | None = Field(
+    vocab_size: Dim | None = Field(None, description="Vocabulary size.")
+    intermediate_size: Dim | None = Field(
         None, description="MLP width (dense layers; per expert for MoE models that set only it)."
     )
-    tie_word_embeddings: bool | None = Field(
+    tie_word_embeddings: StrictBool | None = Field(
         None, description="Input embedding and output head share one matrix."
     )
 
@@ -154,7 +181,7 @@ class ModelSpec(BaseModel):
             name = ""
         if name not in FLOAT_DTYPES:
             raise ValueError(
-                f"unknown model dtype {value!r}; allowed: {', '.join(FLOAT_DTYPES)}"
+                f"unknown model dtype {abbreviate(value)}; allowed: {', '.join(FLOAT_DTYPES)}"
                 " (or fp32, fp16, bf16)"
             )
         return name
@@ -166,6 +193,11 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _resolve_layers(self) -> ModelSpec:
+        kv, heads = self.num_key_value_heads, self.num_attention_heads
+        if kv is not None and (kv > heads or heads % kv):
+            # GQA shares each KV head by heads / kv query heads: it must be a whole number.
+            relation = "is more than" if kv > heads else "does not divide"
+            raise ValueError(f"num_key_value_heads: {kv} {relation} num_attention_heads {heads}")
         layers = tuple(self._layer_for(kind) for kind in self._layer_kinds())
         counts: dict[LayerCache, int] = {}
         for layer in layers:

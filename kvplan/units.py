@@ -8,9 +8,10 @@ fp8 scale = 9 bytes) stay exact instead of becoming 1.0625 or 0.5625 bytes a val
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from kvplan.errors import UnitError
 
@@ -110,10 +111,69 @@ _LOOKUP: dict[str, DType] = {
 
 def resolve_dtype(name: str) -> DType:
     """The DType called ``name`` (canonical or alias, case-insensitive)."""
+    if not isinstance(name, str):
+        raise UnitError(f"a dtype is a name such as 'bfloat16', not {abbreviate(name)}")
     found = _LOOKUP.get(name) or _LOOKUP.get(name.strip().lower())
     if found is None:
-        raise UnitError(f"unknown dtype {name!r}; allowed: {dtype_names()}")
+        raise UnitError(f"unknown dtype {abbreviate(name)}; allowed: {dtype_names()}")
     return found
+
+
+#: Digits a token count or a size may have (10^30 tokens or bytes is far beyond any machine);
+#: longer numbers are refused before any conversion, so no input can make a number that no
+#: formatter or float can hold.
+MAX_DIGITS = 30
+#: Characters of a token count or size string read at all (spaces and a unit included).
+_MAX_TEXT_CHARS = 64
+#: Characters of a user's text echoed in an error message.
+_SHOWN_CHARS = 40
+
+
+def abbreviate(value: object) -> str:
+    """A user's value for an error message, cut to a readable length: a string or a number as
+    written (``'32G'``, ``1.5``), anything else by its type (``a list``)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        text = _int_text(value)
+    elif isinstance(value, (str, float)):
+        text = repr(value)
+    else:
+        return f"a {type(value).__name__}"
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def _number_text(text: object, what: str) -> str:
+    """``text`` when it is a string short enough to read; UnitError otherwise."""
+    if not isinstance(text, str):
+        raise UnitError(f"{what}: expected an integer or a string, got {type(text).__name__}")
+    if len(text) > _MAX_TEXT_CHARS:
+        raise UnitError(
+            f"cannot read {what} {abbreviate(text)}: longer than {_MAX_TEXT_CHARS} characters"
+        )
+    return text
+
+
+def _check_digits(number: str, text: str, what: str) -> None:
+    if len(number.replace(".", "")) > MAX_DIGITS:
+        raise UnitError(f"{what} {abbreviate(text)} has more than {MAX_DIGITS} digits")
+
+
+def _scaled(number: str, scale: int) -> tuple[int, bool]:
+    """``number`` (digits, maybe a point and more digits) times ``scale``, floored, and whether
+    that is exact. Integer arithmetic: Decimal's 28-digit context would round 30 digits."""
+    whole, _, fraction = number.partition(".")
+    numerator = int(whole + fraction) * scale
+    denominator = 10 ** len(fraction)
+    return numerator // denominator, numerator % denominator == 0
+
+
+def _check_int(value: int, what: str) -> int:
+    if value < 0:
+        raise UnitError(f"{what} {abbreviate(value)} must not be negative")
+    if value >= 10**MAX_DIGITS:
+        raise UnitError(f"{what} {abbreviate(value)} has more than {MAX_DIGITS} digits")
+    return value
 
 
 _TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
@@ -124,24 +184,23 @@ def parse_tokens(text: str | int) -> int:
     """A token count: ``32768``, ``32k`` (= 32,000, decimal) or ``32K`` (= 32,768, binary).
 
     This is vLLM's documented reading of ``--max-model-len``: lower-case suffixes are
-    powers of 1000, upper-case powers of 1024.
+    powers of 1000, upper-case powers of 1024. At most ``MAX_DIGITS`` digits; a bool, a float
+    or any other type is refused (UnitError), as is a negative int.
     """
-    if isinstance(text, int):
-        value = text
-    else:
-        m = _TOKENS_RE.match(text)
-        if not m:
-            raise UnitError(
-                f"cannot read token count {text!r}; use an integer or a k/K/m/M suffix "
-                "(32k = 32,000, 32K = 32,768)"
-            )
-        exact = Decimal(m.group(1)) * _TOKEN_SUFFIX[m.group(2)]
-        if exact != exact.to_integral_value():
-            raise UnitError(f"token count {text!r} is not a whole number of tokens")
-        value = int(exact)
-    if value < 0:
-        raise UnitError(f"token count {text!r} must not be negative")
-    return value
+    if isinstance(text, int) and not isinstance(text, bool):
+        return _check_int(text, "token count")
+    text = _number_text(text, "token count")
+    m = _TOKENS_RE.match(text)
+    if not m:
+        raise UnitError(
+            f"cannot read token count {abbreviate(text)}; use an integer or a k/K/m/M suffix "
+            "(32k = 32,000, 32K = 32,768)"
+        )
+    _check_digits(m.group(1), text, "token count")
+    value, exact = _scaled(m.group(1), _TOKEN_SUFFIX[m.group(2)])
+    if not exact:
+        raise UnitError(f"token count {abbreviate(text)} is not a whole number of tokens")
+    return _check_int(value, "token count")
 
 
 _BYTES_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
@@ -151,16 +210,17 @@ def parse_bytes(text: str | int) -> int:
     """A memory size: ``80GiB`` = 80 x 2^30, ``80GB`` = 80 x 10^9, a bare number is bytes.
 
     ``80G`` is refused: it is ambiguous, and GPU vendors and engines disagree on it.
-    Fractions are allowed where the result is exact to the byte floor (``1.5GiB``).
+    Fractions are allowed where the result is exact to the byte floor (``1.5GiB``). At most
+    ``MAX_DIGITS`` digits; a bool, a float or any other type is refused (UnitError).
     """
-    if isinstance(text, int):
-        if text < 0:
-            raise UnitError(f"memory size {text} must not be negative")
-        return text
+    if isinstance(text, int) and not isinstance(text, bool):
+        return _check_int(text, "memory size")
+    text = _number_text(text, "memory size")
     m = _BYTES_RE.match(text)
     if not m:
-        raise UnitError(f"cannot read memory size {text!r}; write e.g. 80GiB or 80GB")
+        raise UnitError(f"cannot read memory size {abbreviate(text)}; write e.g. 80GiB or 80GB")
     number, unit = m.group(1), m.group(2)
+    _check_digits(number, text, "memory size")
     if unit in ("", "B"):
         scale = 1
     elif unit in _BINARY_UNITS:
@@ -175,28 +235,54 @@ def parse_bytes(text: str | int) -> int:
             hint = f"did you mean {number}{lowered[unit.lower()]}?"
         else:
             hint = "units: B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)"
-        raise UnitError(f"ambiguous or unknown memory unit in {text!r}: {hint}")
-    try:
-        return int(Decimal(number) * scale)
-    except InvalidOperation:  # pragma: no cover - the regex admits only decimals
-        raise UnitError(f"cannot read memory size {text!r}") from None
+        raise UnitError(f"ambiguous or unknown memory unit in {abbreviate(text)}: {hint}")
+    return _check_int(_scaled(number, scale)[0], "memory size")
+
+
+# An int longer than sys.int_info.default_max_str_digits (4,300) cannot even be turned into
+# decimal text; past this many bits (about 3,900 digits) it is shown as 1.23e+5000 instead.
+_MAX_EXACT_BITS = 13_000
+
+
+def _int_text(n: int, *, separators: bool = False) -> str:
+    """``n`` in decimal (``131,072`` with separators); any int, however long, is shown."""
+    if n.bit_length() <= _MAX_EXACT_BITS:
+        return f"{n:,}" if separators else str(n)
+    # Leading bits as a float, and the rest as a power of two: no conversion of n itself.
+    magnitude = abs(n)
+    shift = magnitude.bit_length() - 53
+    log10 = math.log10(magnitude >> shift) + shift * math.log10(2)
+    exponent = math.floor(log10)
+    mantissa = 10 ** (log10 - exponent)
+    return f"{'-' if n < 0 else ''}{mantissa:.2f}e+{exponent}"
 
 
 def format_bytes(num_bytes: int) -> str:
-    """Binary units, labelled: ``512 B``, ``1.50 KiB``, ``16.00 GiB``."""
-    if abs(num_bytes) < KiB:
+    """Binary units, labelled: ``512 B``, ``1.50 KiB``, ``16.00 GiB``.
+
+    Integer arithmetic (hundredths rounded half to even), so any int is shown, however large.
+    """
+    magnitude = abs(num_bytes)
+    if magnitude < KiB:
         return f"{num_bytes} B"
+    sign = "-" if num_bytes < 0 else ""
     for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if abs(num_bytes) >= scale:
-            return f"{num_bytes / scale:.2f} {unit}"
+        if magnitude >= scale:
+            hundredths, rest = divmod(magnitude * 100, scale)
+            if 2 * rest > scale or (2 * rest == scale and hundredths % 2):
+                hundredths += 1
+            whole, cents = divmod(hundredths, 100)
+            if whole.bit_length() > _MAX_EXACT_BITS:
+                return f"{sign}{_int_text(whole)} {unit}"
+            return f"{sign}{whole}.{cents:02d} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def format_count(n: int, noun: str) -> str:
     """``1 layer``, ``32 layers``, ``131,072 tokens``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+    return f"{_int_text(n, separators=True)} {noun}{'' if n == 1 else 's'}"
 
 
 def format_tokens(num_tokens: int) -> str:
     """A token count with thousands separators: ``32,768``."""
-    return f"{num_tokens:,}"
+    return _int_text(num_tokens, separators=True)

@@ -1,10 +1,18 @@
 """Reading YAML input files and validating them into pydantic models, with errors that name
 the file, the line and the field: ``budget.yaml:12: deployments.0.expect.min_concurency:
-unknown key; did you mean 'min_concurrency'?``. Shared by specs and budget files."""
+unknown key; did you mean 'min_concurrency'?``. Shared by specs and budget files.
+
+A file is read once (``kvplan.files.read_text``: regular files only, size capped), composed into
+a YAML node tree once, and every error's line comes from that one tree. Aliases may not expand
+a file by more than ``MAX_ALIAS_VALUES`` values, identical problems are reported once, and at
+most ``MAX_PROBLEMS`` are listed, then ``... and N more problems``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,30 +20,226 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvplan.errors import SpecError, closest
+from kvplan.files import read_text
 
 # The C loader when PyYAML has it; both are the *safe* loader (no arbitrary objects).
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 M = TypeVar("M", bound=BaseModel)
 
+#: Problems listed per file; the rest are counted in one closing line.
+MAX_PROBLEMS = 20
+#: Values that aliases (``*name``) may add to a file once expanded. A budget file that shares
+#: settings with an anchor adds a few dozen; a "billion laughs" file adds billions.
+MAX_ALIAS_VALUES = 100_000
+#: Characters of an integer scalar; Python refuses to read more than 4,300 digits anyway.
+_MAX_INT_CHARS = 1000
+_INT_TAG = "tag:yaml.org,2002:int"
+_LONG_DIGITS = re.compile(f"[0-9_]{{{_MAX_INT_CHARS + 1}}}")
+
 
 def read_yaml(path: str | Path) -> tuple[Any, str]:
     """The parsed YAML of ``path`` and its text. Raises SpecError (with the line) when the file
     cannot be read or is not YAML."""
-    shown = str(path)
+    text = read_text(path)
+    return parse_yaml(text, str(path)), text
+
+
+def parse_yaml(text: str, path: str) -> Any:
+    """The data of the YAML document ``text`` (from ``path``, for messages).
+
+    Raises SpecError for malformed YAML (with its line), more than one document, aliases that
+    expand past ``MAX_ALIAS_VALUES`` values or refer to themselves, an integer of more than
+    1,000 digits, or nesting too deep to read.
+    """
+    loader = SafeLoader(text)
+    node: yaml.Node | None = None
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(shown, [f"cannot read: {e.strerror or e}"]) from None
-    except UnicodeDecodeError:
-        raise SpecError(shown, ["cannot read: not UTF-8 text"]) from None
-    try:
-        return yaml.load(text, Loader=SafeLoader), text
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "*" in text:  # an alias is written *name
+            _check_aliases(node, path)
+        if _LONG_DIGITS.search(text):
+            _check_ints(node, path)
+        return loader.construct_document(node)
+    except SpecError:
+        raise
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         what = getattr(e, "problem", None) or str(e).splitlines()[0]
         line = mark.line + 1 if mark is not None else None
-        raise SpecError(shown, [f"malformed YAML: {what}"], [line]) from None
+        raise SpecError(path, [f"malformed YAML: {what}"], [line]) from None
+    except RecursionError:
+        raise SpecError(path, ["malformed YAML: nested too deeply"]) from None
+    except (ValueError, OverflowError) as e:  # e.g. a date such as 2024-13-45
+        raise SpecError(path, [f"malformed YAML: {str(e)[:200]}"]) from None
+    finally:
+        loader.dispose()
+        if node is not None:
+            _remember(text, node)
+
+
+def _check_aliases(root: yaml.Node, path: str) -> None:
+    """Refuse aliases that refer to themselves or expand past MAX_ALIAS_VALUES values.
+
+    The composed tree shares an aliased node, so it is walked once, counting each node's
+    expanded size from its children's (memoised): linear in the file, whatever it expands to.
+    """
+    expanded: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            visiting.discard(key)
+            expanded[key] = 1 + sum(expanded[id(c)] for c in _children(node))
+            continue
+        if key in expanded:
+            continue
+        if key in visiting:
+            raise SpecError(
+                path, ["malformed YAML: an alias refers to itself"], [node.start_mark.line + 1]
+            )
+        visiting.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in visiting:
+                raise SpecError(
+                    path,
+                    ["malformed YAML: an alias refers to itself"],
+                    [child.start_mark.line + 1],
+                )
+            if id(child) not in expanded:
+                stack.append((child, False))
+    if expanded[id(root)] - len(expanded) > MAX_ALIAS_VALUES:
+        raise SpecError(
+            path,
+            [
+                f"malformed YAML: aliases expand the file by more than {MAX_ALIAS_VALUES:,}"
+                " values; write the values out"
+            ],
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_ints(root: yaml.Node, path: str) -> None:
+    """Refuse integer scalars too long to read, with their line (Python raises ValueError past
+    4,300 digits; no field of kvplan is anywhere near this long)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _INT_TAG and len(node.value) > _MAX_INT_CHARS:
+                raise SpecError(
+                    path,
+                    [f"an integer of {len(node.value):,} characters; at most {_MAX_INT_CHARS:,}"],
+                    [node.start_mark.line + 1],
+                )
+        else:
+            stack.extend(_children(node))
+
+
+# --- lines of errors ---------------------------------------------------------------------------
+
+
+class _Lines:
+    """Lines of the nodes of one composed YAML document, looked up by a pydantic ``loc``."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.root = root
+        self._keys: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = {}
+
+    def _mapping(self, node: yaml.MappingNode) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        found = self._keys.get(id(node))
+        if found is None:
+            found = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    found.setdefault(str(key.value), (key, value))
+            self._keys[id(node)] = found
+        return found
+
+    def line(self, loc: tuple[int | str, ...]) -> int | None:
+        """The 1-based line of the node at ``loc``, or of its nearest parent."""
+        node = self.root
+        if node is None:
+            return None
+        line: int = node.start_mark.line + 1
+        for part in loc:
+            nxt: yaml.Node | None = None
+            if isinstance(node, yaml.MappingNode):
+                pair = self._mapping(node).get(str(part))
+                if pair is not None:
+                    line = pair[0].start_mark.line + 1
+                    nxt = pair[1]
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and 0 <= part < len(node.value)
+            ):
+                nxt = node.value[part]
+                line = nxt.start_mark.line + 1
+            if nxt is None:
+                break
+            node = nxt
+        return line
+
+
+# The trees of the last files read, so validating a file just read never composes it again.
+# Keyed by the text itself (its hash is computed once per string).
+_TREES: OrderedDict[str, _Lines] = OrderedDict()
+_KEPT_TREES = 2
+
+
+def _remember(text: str, node: yaml.Node) -> None:
+    _TREES[text] = _Lines(node)
+    _TREES.move_to_end(text)
+    while len(_TREES) > _KEPT_TREES:
+        _TREES.popitem(last=False)
+
+
+def _lines_of(text: str) -> _Lines:
+    found = _TREES.get(text)
+    if found is not None:
+        return found
+    loader = SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError, ValueError):
+        node = None
+    finally:
+        loader.dispose()
+    lines = _Lines(node)
+    if node is not None:
+        _remember(text, node)
+    return lines
+
+
+def line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the node at ``loc`` in YAML ``text``, or of its nearest parent.
+    For many lookups in one file, ``line_locator`` composes it once."""
+    return _lines_of(text).line(loc)
+
+
+def line_locator(text: str) -> Callable[[tuple[int | str, ...]], int | None]:
+    """``line_of`` for one YAML ``text``, composed once for any number of lookups."""
+    return _lines_of(text).line
+
+
+# --- validation --------------------------------------------------------------------------------
 
 
 def validate(
@@ -44,20 +248,63 @@ def validate(
     """``model.model_validate(data)``, its errors one line each with file, line and field.
 
     ``keys`` are the names an unknown key is matched against for a did-you-mean; ``docs`` is
-    where the allowed keys are listed.
+    where the allowed keys are listed. Identical problems are listed once, and at most
+    ``MAX_PROBLEMS`` of them.
     """
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        names = tuple(keys)
-        found = sorted(
-            (
-                (line_of(text, _field_loc(err["loc"], err["msg"], names)) if text else None) or 0,
-                _describe_error(tuple(err["loc"]), err["type"], err["msg"], names, docs),
-            )
-            for err in e.errors()
+        errors = e.errors(include_url=False, include_input=False, include_context=False)
+    except RecursionError:
+        raise SpecError(path, ["nested too deeply"]) from None
+    names = tuple(keys)
+    lines = _lines_of(text) if text else None
+    located = [
+        (
+            (lines.line(_field_loc(tuple(err["loc"]), err["msg"], names)) if lines else None),
+            (tuple(err["loc"]), err["type"], err["msg"]),
         )
-        raise SpecError(path, [p for _, p in found], [line or None for line, _ in found]) from None
+        for err in errors
+    ]
+    located.sort(key=lambda item: item[0] or 0)  # stable: pydantic's order within a line
+    problems, where = capped(
+        located, lambda raw: _describe_error(raw[0], raw[1], raw[2], names, docs)
+    )
+    raise SpecError(path, problems, where) from None
+
+
+def capped(
+    items: Iterable[tuple[int | None, Hashable]],
+    describe: Callable[[Any], str] = str,
+    limit: int = MAX_PROBLEMS,
+) -> tuple[list[str], list[int | None]]:
+    """Problems and their lines for a SpecError: an identical problem on the same line once
+    (aliases repeat a node's problems), at most ``limit``, then ``... and N more problems``.
+
+    ``items`` are ``(line, raw)`` in the order to report; ``describe(raw)`` makes the problem's
+    text, and is only called for the problems listed (did-you-mean hints cost time).
+    """
+    problems: list[str] = []
+    where: list[int | None] = []
+    seen_raw: set[Hashable] = set()
+    seen: set[tuple[int | None, str]] = set()
+    more = 0
+    for line, raw in items:
+        if raw in seen_raw:
+            continue
+        seen_raw.add(raw)
+        if len(problems) >= limit:
+            more += 1
+            continue
+        problem = describe(raw)
+        if (line, problem) not in seen:
+            seen.add((line, problem))
+            problems.append(problem)
+            where.append(line)
+    if more:
+        problems.append(f"... and {more:,} more problem{'s' if more > 1 else ''}")
+        where.append(None)
+    return problems, where
 
 
 def field_names(*models: type[BaseModel]) -> set[str]:
@@ -88,20 +335,29 @@ def _types_in(annotation: Any) -> list[Any]:
     return found
 
 
+_SHOWN_KEY_CHARS = 60
+_MAX_MESSAGE_CHARS = 500
+
+
 def _describe_error(
     loc: tuple[int | str, ...], kind: str, msg: str, keys: tuple[str, ...], docs: str
 ) -> str:
     field = ".".join(str(part) for part in loc)
+    if len(field) > _SHOWN_KEY_CHARS * 2:
+        field = field[: _SHOWN_KEY_CHARS * 2 - 3] + "..."
     msg = msg.removeprefix("Value error, ")
+    if len(msg) > _MAX_MESSAGE_CHARS:  # messages name values; a value may be any length
+        msg = msg[: _MAX_MESSAGE_CHARS - 3] + "..."
     if kind == "extra_forbidden":
-        close = closest(str(loc[-1]), keys, limit=1)
+        unknown = str(loc[-1])
+        close = closest(unknown, keys, limit=1) if len(unknown) <= _SHOWN_KEY_CHARS else []
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys are listed in {docs}"
         return f"{field}: unknown key{hint}"
     if kind == "missing":
         return f"{field}: required key is missing"
     if not field:
         return msg  # model-level checks already name their fields
-    return f"{field}: {msg[0].lower()}{msg[1:]}"
+    return f"{field}: {msg[0].lower()}{msg[1:]}" if msg else f"{field}: invalid"
 
 
 def _field_loc(
@@ -112,33 +368,3 @@ def _field_loc(
         return loc
     first = msg.removeprefix("Value error, ").split(":", 1)[0].split(",", 1)[0].strip()
     return (first,) if first in keys else ()
-
-
-def line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
-    """The 1-based line of the node at ``loc`` in YAML ``text``, or of its nearest parent."""
-    try:
-        node = yaml.compose(text, Loader=SafeLoader)
-    except yaml.YAMLError:  # pragma: no cover - text already parsed once
-        return None
-    if node is None:
-        return None
-    line = node.start_mark.line + 1
-    for part in loc:
-        nxt: Any = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if key.value == str(part):
-                    line = key.start_mark.line + 1
-                    nxt = value
-                    break
-        elif (
-            isinstance(node, yaml.SequenceNode)
-            and isinstance(part, int)
-            and 0 <= part < len(node.value)
-        ):
-            nxt = node.value[part]
-            line = nxt.start_mark.line + 1
-        if nxt is None:
-            break
-        node = nxt
-    return line

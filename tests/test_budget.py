@@ -129,14 +129,88 @@ def test_github_annotations_and_step_summary(tmp_path: Path) -> None:
         ("deployments: []\n", "deployments: list should have at least 1 item"),
         ("- 1\n", "a budget file is a mapping"),
         (PASSING.replace("gpu: h100", "gpu: h1000"), "unknown GPU 'h1000'"),
+        (
+            PASSING.replace("min_concurrency: 10", "min_concurrency: true"),
+            ":8: deployments.0.expect.min_concurrency: input should be a valid integer",
+        ),
+        (
+            PASSING.replace("fits: true", "fits: 1"),
+            ":12: deployments.0.expect.fits: input should be a valid boolean",
+        ),
+        (
+            PASSING.replace("max_model_len: 32K", "max_model_len: " + "9" * 400),
+            ":5: deployments.0.max_model_len: token count 9999",
+        ),
+        (
+            PASSING.replace("max_model_len: 32K", "max_model_len: true"),
+            ":5: deployments.0.max_model_len: token count: expected an integer or a string, got"
+            " bool",
+        ),
+        (
+            PASSING.replace("gpu: h100", "gpu: h100\n    tensor_parallel_size: 4097"),
+            ":5: deployments.0.tensor_parallel_size: input should be less than or equal to 4096",
+        ),
+        (
+            PASSING.replace("gpu: h100", "gpu: h100\n    gpu_memory_utilization: true"),
+            ":5: deployments.0.gpu_memory_utilization: input should be a valid number",
+        ),
+        (
+            PASSING.replace("model: llama-3.1-8b", "model: " + "x" * 300),
+            "unknown model",
+        ),
     ],
-    ids=["unknown-key", "bad-tokens", "unknown-model", "empty", "not-mapping", "unknown-gpu"],
+    ids=[
+        "unknown-key",
+        "bad-tokens",
+        "unknown-model",
+        "empty",
+        "not-mapping",
+        "unknown-gpu",
+        "bool-concurrency",
+        "int-fits",
+        "400-digits",
+        "bool-tokens",
+        "tp-4097",
+        "bool-utilization",
+        "long-model-name",
+    ],
 )
 def test_invalid_budget_exits_2(tmp_path: Path, text: str, message: str) -> None:
     result = runner.invoke(app, ["check", str(write(tmp_path, text))])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_many_problems_listed_once_each_and_capped(tmp_path: Path) -> None:
+    # 30 aliases of a deployment with 2 unknown keys and 3 missing ones: 30 x 5 = 150 problems
+    text = "deployments:\n- &a {k0: 1, k1: 1}\n" + "- *a\n" * 29
+    result = runner.invoke(app, ["check", str(write(tmp_path, text))])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 21
+    assert lines[-1].endswith(": ... and 130 more problems")  # 150 - 20
+
+
+def test_assertion_lines_come_from_one_parse(tmp_path: Path) -> None:
+    # 200 deployments x 1 assertion: each result carries its line without composing the file
+    # again (the old lookup composed the YAML once per assertion)
+    import time
+
+    from kvplan.budget import load_budget
+    from kvplan.validation import line_locator
+
+    one = PASSING.split("deployments:\n", 1)[1]
+    text = "deployments:\n" + one * 200
+    path = write(tmp_path, text)
+    budget, loaded = load_budget(path)
+    assert len(budget.deployments) == 200
+    started = time.perf_counter()
+    line_of = line_locator(loaded)
+    lines = [line_of(("deployments", i, "expect", "fits")) for i in range(200)]
+    assert time.perf_counter() - started < 0.5
+    assert lines[:2] == [12, 23]  # fits is line 12 of each 11-line deployment after line 1
 
 
 def test_model_path_relative_to_the_budget_file(tmp_path: Path) -> None:
@@ -180,10 +254,12 @@ SPEC = Path(__file__).resolve().parent.parent / "model_specs" / "llama-3.1-8b.ya
             "bytes per token 128.00 KiB -> 64.00 KiB (-50%)",
         ),
         (
+            # a float32 checkpoint is served, and cached, in bfloat16 (kvplan.dtypes): the
+            # diff names the change and says that no answer moves
             "torch_dtype: bfloat16",
             "torch_dtype: float32",
             "torch_dtype",
-            "bytes per token 128.00 KiB -> 256.00 KiB (+100%)",
+            "none of the answers changes",
         ),
         (
             "head_dim: 128",
@@ -257,3 +333,19 @@ def test_shell_completion() -> None:
         text=True,
     )
     assert "check" in completed.stdout.split()
+
+
+@pytest.mark.parametrize("engine", ["ideal", "vllm"])
+def test_min_free_memory_never_counts_the_headroom(tmp_path: Path, engine: str) -> None:
+    # Llama 3.1 8B on one H100 at 32,768 tokens: the pool holds whole 4 GiB requests, so what
+    # a deployment could still use is less than one request (4 GiB); the 10% utilization holds
+    # back (85,029,027,840 - 76,526,125,056 = 8,502,902,784 B) is not free.
+    text = (
+        "deployments:\n  - name: d\n    model: llama-3.1-8b\n    gpu: h100\n"
+        f"    engine: {engine}\n    max_model_len: 32K\n"
+        "    expect:\n      min_free_memory: 7GiB\n"
+    )
+    result = runner.invoke(app, ["check", str(write(tmp_path, text)), "--format", "json"])
+    assert result.exit_code == 1, result.stdout + result.stderr
+    (checked,) = json.loads(result.stdout)["results"]
+    assert 0 <= checked["actual"] < 4 * 1024**3

@@ -232,6 +232,9 @@ def test_supported_list_covers_the_issue() -> None:
     assert set(wanted) <= set(supported_model_types())
 
 
+LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8}
+
+
 @pytest.mark.parametrize(
     ("config", "problem"),
     [
@@ -246,12 +249,102 @@ def test_supported_list_covers_the_issue() -> None:
             "hybrid_override_pattern: needs one character per layer (2)",
         ),
         ([1, 2], "a config.json must be a JSON object"),
+        # values of the wrong type or range: refused naming the key, never a traceback
+        (
+            {**LLAMA, "model_type": "dbrx", "attn_config": "x"},
+            "attn_config: must be an object, got 'x'",
+        ),
+        (
+            {**LLAMA, "model_type": "jamba", "attn_layer_period": 0},
+            "attn_layer_period: must be an integer from 1 to 10,000, got 0",
+        ),
+        (
+            {**LLAMA, "model_type": "jamba", "attn_layer_offset": -1},
+            "attn_layer_offset: must be an integer from 0 to 10,000, got -1",
+        ),
+        (
+            {**LLAMA, "model_type": "qwen3_next", "full_attention_interval": 0},
+            "full_attention_interval: must be an integer from 1 to 10,000, got 0",
+        ),
+        (
+            {**LLAMA, "model_type": "gemma3_text", "sliding_window_pattern": 10**9},
+            "sliding_window_pattern: must be an integer from 1 to 2, got 1000000000",
+        ),
+        (
+            {**LLAMA, "model_type": "llama4_text", "no_rope_layer_interval": 0},
+            "no_rope_layer_interval: must be an integer from 1 to 10,000, got 0",
+        ),
+        (
+            {**LLAMA, "model_type": "llama4_text", "no_rope_layers": "x"},
+            "no_rope_layers: must be a list, got 'x'",
+        ),
+        ({**LLAMA, "torch_dtype": ["bfloat16"]}, "torch_dtype: must be a dtype name, got a list"),
+        ({**LLAMA, "layer_types": "full_attention"}, "layer_types: must be a list, got"),
+        (
+            {**LLAMA, "layer_types": ["full_attention"] * 3},
+            "layer_types: has 3 entries but 2 layers",
+        ),
+        (
+            {**LLAMA, "layer_types": [{"a": 1}, "full_attention"]},
+            "layer_types: unknown kind a dict; allowed:",
+        ),
+        (
+            {**LLAMA, "num_hidden_layers": 10**9},
+            "num_hidden_layers: must be an integer from 1 to 10,000, got 1000000000",
+        ),
+        ({**LLAMA, "num_hidden_layers": True}, "num_hidden_layers: must be an integer"),
+        ({**LLAMA, "model_type": ["llama"]}, "model_type: a list is not an architecture"),
+    ],
+    ids=[
+        "no-layers",
+        "pattern-length",
+        "not-object",
+        "attn-config-string",
+        "period-0",
+        "offset-negative",
+        "interval-0",
+        "pattern-1e9",
+        "no-rope-interval-0",
+        "no-rope-string",
+        "dtype-list",
+        "layer-types-string",
+        "layer-types-length",
+        "layer-types-dict",
+        "1e9-layers",
+        "bool-layers",
+        "type-list",
     ],
 )
 def test_malformed_configs(config: Any, problem: str) -> None:
     with pytest.raises(SpecError) as err:
         spec_from_config(config, "x/config.json")
-    assert str(err.value) == f"x/config.json: {problem}"
+    assert str(err.value).startswith(f"x/config.json: {problem}")
+    assert len(err.value.problems) == 1
+
+
+def test_kv_heads_must_divide_heads_in_import(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA, "num_key_value_heads": 3, "torch_dtype": "bfloat16"}))
+    with pytest.raises(SpecError, match="num_key_value_heads: 3 does not divide"):
+        import_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"num_hidden_layers": ' + "9" * 5000 + "}", "an integer of more than 4,300 digits"),
+        ("[" * 100_000 + "]" * 100_000, "malformed JSON: nested too deeply"),
+        ("{\n  x\n}", "malformed JSON: Expecting property name"),
+    ],
+    ids=["huge-int", "deep", "malformed"],
+)
+def test_unreadable_json(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        import_config(path)
+    assert str(err.value).startswith(str(path))
+    assert problem in str(err.value)
 
 
 # --- safetensors ----------------------------------------------------------------------------
@@ -359,6 +452,74 @@ def test_index_alone_gives_parameters_when_unquantized(tmp_path: Path) -> None:
         json.dumps({"metadata": {"total_size": 16_060_522_496}, "weight_map": {}})
     )
     assert import_config(folder).spec.num_parameters == 8_030_261_248
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"dtype": "BF16", "shape": ["x"]}, "w: shape 'x' is not a size"),
+        ({"dtype": "BF16", "shape": [True]}, "w: shape True is not a size"),
+        ({"dtype": "BF16", "shape": [2**49]}, "w: shape 562949953421312 is not a size"),
+        ({"dtype": "BF16", "shape": [1] * 17}, "w: shape must be a list of at most 16 sizes"),
+        ({"dtype": 7, "shape": [1]}, "w: dtype 7 is not a safetensors dtype"),
+        ({"dtype": "BF16"}, "w: shape must be a list of at most 16 sizes"),
+        ("x", "w: must be an object with dtype and shape"),
+    ],
+    ids=["string-dim", "bool-dim", "huge-dim", "rank-17", "int-dtype", "no-shape", "string"],
+)
+def test_malformed_safetensors_entries(tmp_path: Path, entry: Any, problem: str) -> None:
+    path = tmp_path / "x.safetensors"
+    raw = json.dumps({"w": entry}).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    with pytest.raises(SpecError) as err:
+        read_safetensors_header(path)
+    assert str(err.value) == f"{path}: not a safetensors file: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("quant", "problem"),
+    [
+        ("fp8", "quantization_config: must be an object, got 'fp8'"),
+        ({"quant_method": "gptq", "bits": 0}, "quantization_config.bits: must be an integer"),
+        ({"quant_method": "gptq", "bits": "4"}, "quantization_config.bits: must be an integer"),
+    ],
+    ids=["string", "bits-0", "bits-string"],
+)
+def test_malformed_quantization_config(tmp_path: Path, quant: Any, problem: str) -> None:
+    folder = _llama_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": quant}))
+    _write_safetensors(folder / "model.safetensors", {"w.qweight": ("I32", [4, 4])})
+    with pytest.raises(SpecError) as err:
+        import_config(folder)
+    assert str(err.value).startswith(f"{folder / 'config.json'}: {problem}")
+
+
+@pytest.mark.parametrize(
+    ("metadata", "problem"),
+    [
+        ([1], "metadata: must be an object, got a list"),
+        ({"total_size": -2}, "metadata.total_size: must be an integer"),
+        ({"total_size": "16"}, "metadata.total_size: must be an integer"),
+    ],
+    ids=["list", "negative", "string"],
+)
+def test_malformed_index(tmp_path: Path, metadata: Any, problem: str) -> None:
+    folder = _llama_folder(tmp_path)
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": metadata, "weight_map": {}}))
+    with pytest.raises(SpecError) as err:
+        import_config(folder)
+    assert str(err.value).startswith(f"{index}: {problem}")
+
+
+def test_not_regular_shard(tmp_path: Path) -> None:
+    import os
+
+    folder = _llama_folder(tmp_path)
+    os.mkfifo(folder / "model.safetensors")
+    with pytest.raises(SpecError, match=r"model\.safetensors: cannot read: not a regular file"):
+        import_config(folder)
 
 
 def test_not_a_safetensors_file(tmp_path: Path) -> None:

@@ -19,11 +19,12 @@ small = st.integers(min_value=1, max_value=64)
 @st.composite
 def valid_specs(draw: st.DrawFn) -> ModelSpec:
     n = draw(st.integers(min_value=1, max_value=12))
+    kv_heads = draw(small)  # each KV head shared by a whole number of query heads
     data: dict[str, Any] = {
         "name": "h",
         "num_hidden_layers": n,
-        "num_attention_heads": draw(small),
-        "num_key_value_heads": draw(small),
+        "num_attention_heads": kv_heads * draw(st.integers(min_value=1, max_value=8)),
+        "num_key_value_heads": kv_heads,
         "head_dim": draw(small),
         "torch_dtype": draw(st.sampled_from(["float32", "float16", "bfloat16"])),
         "sliding_window": draw(small),

@@ -4,6 +4,7 @@ rule that does not is flagged."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import KvplanError, SpecError
-from kvplan.reconcile import detect_engine, reconcile
+from kvplan.files import TEXT_LIMIT_BYTES
+from kvplan.reconcile import detect_engine, read_log, reconcile
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -87,3 +89,107 @@ def test_cli_reconcile_json_and_exit_codes(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["reconcile", str(tmp_path / "nope.log")])
     assert missing.exit_code == 2
     assert "cannot read" in missing.stderr
+
+
+# --- hostile logs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("log", "old", "new", "problem"),
+    [
+        (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "(78.68/79.19 GiB)",
+            "(78.68/1.2.3 GiB)",
+            "total GPU memory '1.2.3' in the log: not a figure in GiB",
+        ),
+        (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "Available KV cache memory: 58.11 GiB",
+            "Available KV cache memory: " + "9" * 400 + " GiB",
+            "available KV cache memory '99999",
+        ),
+        (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "tensor_parallel_size=1,",
+            "tensor_parallel_size=0,",
+            "tensor_parallel_size '0' in the log: expected an integer 1 to 4,096",
+        ),
+        (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "max_seq_len=8192",
+            "max_seq_len=" + "9" * 5000,
+            "max_model_len '99999",
+        ),
+        (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "GPU KV cache size: 476,016 tokens",
+            "GPU KV cache size: ,,, tokens",
+            "GPU KV cache size ',,,' in the log",
+        ),
+        (
+            "sglang-qwen3-235b-fp8-tp4.log",
+            "--tp 4",
+            "--tp 99999",
+            "--tp '99999' in the log: expected an integer 1 to 4,096",
+        ),
+        (
+            "llamacpp-b5781-llama-3.1-8b.log",
+            "n_ctx         = 16384",
+            "n_ctx         = 0",
+            "n_ctx '0' in the log: expected an integer 1 to",
+        ),
+    ],
+    ids=[
+        "total-1.2.3",
+        "available-400-digits",
+        "tp-0",
+        "len-5000-digits",
+        "tokens-commas",
+        "sglang-tp",
+        "n-ctx-0",
+    ],
+)
+def test_hostile_numbers_are_one_line(log: str, old: str, new: str, problem: str) -> None:
+    text = read(log)
+    assert old in text
+    text = text.replace(old, new, 1)
+    model = (
+        "llama-3.1-8b" if "llamacpp" in log else ("qwen3-235b-a22b" if "sglang" in log else None)
+    )
+    with pytest.raises(SpecError) as info:
+        reconcile(text, model=model, path="x.log")
+    assert str(info.value).startswith("x.log: ")
+    assert problem in str(info.value)
+    assert len(info.value.problems) == 1
+
+
+def test_read_log_refuses_what_is_not_a_log(tmp_path: Path) -> None:
+    fifo = tmp_path / "engine.log"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(SpecError, match="cannot read: "):
+            read_log(str(path))
+
+
+def test_read_log_reads_the_start_of_a_long_log(tmp_path: Path) -> None:
+    path = tmp_path / "long.log"
+    start = read("vllm-0.19-llama-3.1-8b-tp1.log").encode() + b"\xff invalid UTF-8\n"
+    filler = b"(EngineCore) INFO a line of a long-running server\n"  # 50 bytes
+    with path.open("wb") as f:
+        f.write(start + filler * (TEXT_LIMIT_BYTES // len(filler) + 1))  # 64 MiB + a line
+    text = read_log(str(path))
+    # the first 64 MiB only, each byte one character, the invalid byte replaced by U+FFFD
+    assert len(text) == TEXT_LIMIT_BYTES
+    assert "\ufffd invalid UTF-8" in text
+    assert reconcile(text).settings["max_model_len"] == 8192
+
+
+def test_long_model_name_in_a_log_is_one_short_line() -> None:
+    text = read("vllm-0.19-llama-3.1-8b-tp1.log")
+    text = text.replace("meta-llama/Llama-3.1-8B-Instruct", "x" * 300)
+    with pytest.raises(SpecError) as info:
+        reconcile(text, path="x.log")
+    assert str(info.value).startswith("x.log: model 'xxx")
+    assert "not in the catalog" in str(info.value)
+    assert len(str(info.value)) < 200

@@ -311,3 +311,133 @@ def test_unsafe_yaml_tags_are_refused(write_spec: Callable[[str, str], Path]) ->
     path = write_spec("name: !!python/object/apply:os.system ['true']\n", "evil.yaml")
     with pytest.raises(SpecError, match="malformed YAML"):
         load_spec(path)
+
+
+# --- bounds and strict types ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"num_hidden_layers": True}, "num_hidden_layers: input should be a valid integer"),
+        ({"num_hidden_layers": 4.0}, "num_hidden_layers: input should be a valid integer"),
+        ({"num_hidden_layers": "4"}, "num_hidden_layers: input should be a valid integer"),
+        ({"num_hidden_layers": 10_001}, "less than or equal to 10000"),
+        ({"num_hidden_layers": 10**400}, "less than or equal to 10000"),
+        ({"head_dim": 2**24 + 1}, "head_dim: input should be less than or equal to 16777216"),
+        ({"sliding_window": 2**40 + 1}, "sliding_window: input should be less than or equal"),
+        ({"num_parameters": 2**50 + 1}, "num_parameters: input should be less than or equal"),
+        ({"name": "x" * 257}, "name: string should have at most 256 characters"),
+        ({"torch_dtype": ["bfloat16"]}, "torch_dtype: input should be a valid string"),
+        ({"use_sliding_window": "yes"}, "use_sliding_window: input should be a valid boolean"),
+        ({"layer_types": "full_attention"}, "layer_types: input should be a valid tuple"),
+        # GQA: 8 query heads share KV heads in whole groups
+        ({"num_key_value_heads": 16}, "num_key_value_heads: 16 is more than num_attention_heads 8"),
+        (
+            {"num_key_value_heads": 3},
+            "num_key_value_heads: 3 does not divide num_attention_heads 8",
+        ),
+    ],
+    ids=[
+        "bool",
+        "float",
+        "string",
+        "10001-layers",
+        "400-digits",
+        "head-dim",
+        "window",
+        "parameters",
+        "long-name",
+        "dtype-list",
+        "bool-string",
+        "layer-types-string",
+        "kv-above",
+        "kv-not-dividing",
+    ],
+)
+def test_values_beyond_bounds_or_of_the_wrong_type(
+    overrides: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        spec(**overrides)
+    assert problem in str(info.value)
+    assert len(info.value.problems) == 1
+
+
+def test_bounds_hold_at_the_limit() -> None:
+    s = spec(num_hidden_layers=10_000, num_key_value_heads=8, sliding_window=2**40)
+    assert len(s.layers) == 10_000
+    assert s.layer_groups[0][1] == 10_000
+
+
+def test_limits_documented_match_the_code() -> None:
+    from kvplan.spec import MAX_DIM, MAX_LAYERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TOKENS
+    from kvplan.units import MAX_DIGITS
+    from kvplan.validation import MAX_ALIAS_VALUES
+
+    doc = (Path(__file__).parent.parent / "docs" / "spec.md").read_text(encoding="utf-8")
+    limits = doc.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    for value in (MAX_LAYERS, MAX_DIM, MAX_TOKENS, MAX_PARAMETERS, MAX_ALIAS_VALUES):
+        assert f"{value:,}" in limits, value
+    assert f"{MAX_NAME_CHARS} characters" in limits
+    assert f"{MAX_DIGITS} digits" in limits
+
+
+def test_many_problems_are_capped_and_deduplicated(write_spec: Callable[[str, str], Path]) -> None:
+    text = "name: x\nnum_hidden_layers: 4\nnum_attention_heads: 2\nhead_dim: 3\ntorch_dtype: bf16\n"
+    path = write_spec(text + "".join(f"k{i}: 1\n" for i in range(2000)), "many.yaml")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    problems = info.value.problems
+    assert len(problems) == 21  # 20 listed, then the count of the other 1,980
+    assert problems[0] == "k0: unknown key; allowed keys are listed in docs/spec.md"
+    assert info.value.lines[0] == 6  # k0 is the sixth line
+    assert problems[-1] == "... and 1,980 more problems"
+
+
+def test_aliases_cannot_expand_a_file_without_bound(write_spec: Callable[[str, str], Path]) -> None:
+    # 9 levels of 9 aliases each: 9**9 = 387,420,489 values from a few hundred bytes
+    lines = ["l0: &l0 [" + ", ".join(["x"] * 9) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    path = write_spec("\n".join(lines) + "\n", "bomb.yaml")
+    with pytest.raises(SpecError, match="aliases expand the file by more than 100,000 values"):
+        load_spec(path)
+
+
+def test_shared_settings_by_alias_still_work(write_spec: Callable[[str, str], Path]) -> None:
+    text = (
+        "name: x\nnum_hidden_layers: &n 4\nnum_attention_heads: *n\nhead_dim: 3\n"
+        "torch_dtype: bf16\n"
+    )
+    assert load_spec(write_spec(text, "alias.yaml")).num_attention_heads == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a: &a [*a]\n", ":1: malformed YAML: an alias refers to itself"),
+        ("num_hidden_layers: " + "9" * 5000 + "\n", ":1: an integer of 5,000 characters"),
+        ("x: " + "[" * 5000 + "\n", "malformed YAML"),
+        ("name: 2024-13-45\n", "malformed YAML: month must be in 1..12"),
+        ("a: 1\n---\nb: 2\n", "malformed YAML"),
+    ],
+    ids=["recursive", "5000-digits", "deep", "bad-date", "two-documents"],
+)
+def test_hostile_yaml_is_one_line(
+    write_spec: Callable[[str, str], Path], text: str, problem: str
+) -> None:
+    path = write_spec(text, "h.yaml")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert problem in str(info.value)
+    assert len(info.value.problems) == 1
+
+
+def test_not_regular_files_are_refused(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(SpecError, match=r"cannot read: (not a regular file|is a folder)"):
+            load_spec(path)

@@ -8,6 +8,7 @@ from kvplan.units import (
     KiB,
     cdiv,
     format_bytes,
+    format_count,
     format_tokens,
     parse_bytes,
     parse_tokens,
@@ -139,3 +140,80 @@ def test_bits_per_value_display() -> None:
 def test_cdiv() -> None:
     assert (cdiv(0, 16), cdiv(1, 16), cdiv(16, 16), cdiv(17, 16)) == (0, 1, 1, 2)
     assert KiB == 1024
+
+
+# --- bounds: any input refused in one line, any int shown ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (True, "expected an integer or a string, got bool"),
+        (1.5, "expected an integer or a string, got float"),
+        (float("nan"), "got float"),
+        (-1, "must not be negative"),
+        (10**30, "has more than 30 digits"),  # 31 digits
+        ("9" * 31, "has more than 30 digits"),
+        ("9" * 65, "longer than 64 characters"),
+        ("1e5", "cannot read"),
+        ("nan", "cannot read"),
+        (None, "got NoneType"),
+    ],
+    ids=str,
+)
+def test_parsers_refuse_beyond_bounds(value: object, problem: str) -> None:
+    for parse in (parse_tokens, parse_bytes):
+        with pytest.raises(UnitError, match=problem):
+            parse(value)  # type: ignore[arg-type]
+
+
+def test_thirty_digits_are_read_exactly() -> None:
+    assert parse_tokens("9" * 30) == 10**30 - 1
+    assert parse_bytes("9" * 30 + "B") == 10**30 - 1
+
+
+def test_error_echoes_are_cut() -> None:
+    with pytest.raises(UnitError) as info:
+        parse_tokens("x" * 64)
+    assert len(str(info.value)) < 150
+
+
+@pytest.mark.parametrize(
+    ("num_bytes", "shown"),
+    [
+        # hundredths rounded half to even, as the float formatting did: 1152 B = 1.125 KiB
+        (1152, "1.12 KiB"),
+        (1664, "1.62 KiB"),  # 1.625 KiB
+        (1023 * KiB + 1023, "1024.00 KiB"),  # 1023.999 KiB rounds up, unit kept
+        (-1536, "-1.50 KiB"),
+        # 10**400 B = 10**400 / 2**40 TiB, beyond any float: integer arithmetic
+        (10**400, str(10**400 // 2**40) + "." + f"{(10**400 * 100 // 2**40) % 100:02d} TiB"),
+    ],
+    ids=["1152", "1664", "1023.999KiB", "negative", "10**400"],
+)
+def test_format_bytes_exact_for_any_int(num_bytes: int, shown: str) -> None:
+    assert format_bytes(num_bytes) == shown
+
+
+def test_format_bytes_matches_float_formatting_where_floats_are_exact() -> None:
+    # below 2**53 x scale a float quotient is exact, so the old float path is the reference
+    for n in (1024, 1536, 123_456_789, 79_190_000_000, 2**52 + 12_345, 2**60 + 7):
+        unit, scale = next(
+            (u, s)
+            for u, s in (("TiB", 2**40), ("GiB", GiB), ("MiB", 2**20), ("KiB", KiB))
+            if n >= s
+        )
+        assert format_bytes(n) == f"{n / scale:.2f} {unit}"
+
+
+def test_formatters_past_python_int_text_limit() -> None:
+    # Python writes at most 4,300 digits of an int; kvplan shows a power of ten beyond 13,000
+    # bits: 10**5000 -> 1.00e+5000
+    assert format_tokens(10**5000) == "1.00e+5000"
+    assert format_count(-(10**5000), "token") == "-1.00e+5000 tokens"
+    assert format_tokens(10**400) == f"{10**400:,}"
+
+
+def test_resolve_dtype_refuses_non_strings() -> None:
+    with pytest.raises(UnitError, match="a dtype is a name"):
+        resolve_dtype(["bf16"])  # type: ignore[arg-type]
