@@ -23,6 +23,8 @@ _LAZY: dict[str, str] = {
     "ModelNotFoundError": "kvplan.errors",
     "SpecError": "kvplan.errors",
     "UnitError": "kvplan.errors",
+    "CacheDTypes": "kvplan.dtypes",
+    "cache_dtypes": "kvplan.dtypes",
     "Estimate": "kvplan.estimator",
     "LayerBreakdown": "kvplan.estimator",
     "bytes_per_token": "kvplan.estimator",
@@ -63,6 +65,7 @@ _LAZY: dict[str, str] = {
 
 if TYPE_CHECKING:
     from kvplan.catalog import list_models, load_model
+    from kvplan.dtypes import CacheDTypes, cache_dtypes
     from kvplan.errors import KvplanError, ModelNotFoundError, SpecError, UnitError
     from kvplan.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain
     from kvplan.hardware import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
@@ -100,6 +103,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "GPU",
+    "CacheDTypes",
     "ChunkedLocalAttention",
     "DType",
     "Estimate",
@@ -123,6 +127,7 @@ __all__ = [
     "Weights",
     "__version__",
     "bytes_per_token",
+    "cache_dtypes",
     "custom_gpu",
     "estimate",
     "estimate_overhead",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kvplan.errors import UnitError
+from kvplan import dtypes as _dtypes
+from kvplan.arguments import as_int, as_spec, as_tokens
 from kvplan.layers import LayerCache, LayerTerm
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, format_count, resolve_dtype
+from kvplan.units import DType, format_count
 
 
 class LayerBreakdown(NamedTuple):
@@ -98,21 +99,14 @@ def cache_dtypes(
     k_dtype: str | None = None,
     v_dtype: str | None = None,
 ) -> tuple[DType, DType]:
-    """The K and V cache dtypes: ``auto`` (or None) is the model's ``torch_dtype``."""
-    if kv_dtype is None and k_dtype is None and v_dtype is None:  # the common case, kept fast
-        model = resolve_dtype(spec.torch_dtype)
-        return model, model
-    base = _explicit(kv_dtype) or spec.torch_dtype
-    return resolve_dtype(_explicit(k_dtype) or base), resolve_dtype(_explicit(v_dtype) or base)
-
-
-def _explicit(dtype: str | None) -> str | None:
-    return None if dtype is None or dtype.strip().lower() == "auto" else dtype
+    """The K and V cache dtypes of the ideal engine (``kvplan.dtypes.cache_dtypes``)."""
+    found = _dtypes.cache_dtypes(spec, kv_cache_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype)
+    return found.k, found.v
 
 
 def estimate(
-    spec: ModelSpec,
-    context_tokens: int,
+    spec: ModelSpec | str,
+    context_tokens: int | str,
     *,
     batch_size: int = 1,
     kv_dtype: str | None = None,
@@ -121,13 +115,17 @@ def estimate(
 ) -> Estimate:
     """The ideal KV cache of ``batch_size`` sequences, each holding ``context_tokens`` tokens.
 
-    ``kv_dtype`` sets both K and V (default: the model's dtype); ``k_dtype``/``v_dtype``
-    override one side, as llama.cpp's ``-ctk``/``-ctv`` do.
+    ``spec`` is a ModelSpec or a model name; ``context_tokens`` an int or a token string
+    (``32K``). ``kv_dtype`` sets both K and V (default: the dtype the model is served in,
+    ``kvplan.dtypes``); ``k_dtype``/``v_dtype`` override one side, as llama.cpp's
+    ``-ctk``/``-ctv`` do. Raises UnitError for a bad argument.
     """
-    if context_tokens < 0:
-        raise UnitError(f"context_tokens must not be negative, got {context_tokens}")
-    if batch_size < 1:
-        raise UnitError(f"batch_size must be at least 1, got {batch_size}")
+    if not isinstance(spec, ModelSpec):
+        spec = as_spec(spec)
+    if type(context_tokens) is not int or context_tokens < 0:
+        context_tokens = as_tokens(context_tokens, "context_tokens")
+    if type(batch_size) is not int or batch_size < 1:
+        batch_size = as_int(batch_size, "batch_size", minimum=1)
     k, v = cache_dtypes(spec, kv_dtype, k_dtype, v_dtype)
     terms = spec.layer_terms(k, v)
     total = 0
@@ -144,7 +142,7 @@ def estimate(
     )
 
 
-def bytes_per_token(spec: ModelSpec, kv_dtype: str | None = None) -> int:
+def bytes_per_token(spec: ModelSpec | str, kv_dtype: str | None = None) -> int:
     """Bytes one token adds to one sequence at a short context: every attention layer counts."""
     return estimate(spec, 0, kv_dtype=kv_dtype).bytes_per_token
 

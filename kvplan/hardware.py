@@ -62,7 +62,12 @@ def find_gpu(name: str) -> GPU:
 
 
 def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:
-    """A device described by its memory alone, or a catalog GPU with its memory replaced."""
+    """A device described by its memory alone, or a catalog GPU with its memory replaced.
+
+    Raises UnitError unless ``memory_bytes`` is an integer of at least 1 byte."""
+    from kvplan.arguments import as_int
+
+    as_int(memory_bytes, "gpu memory", minimum=1)
     if base is not None:
         return replace(
             base,

@@ -20,8 +20,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from kvplan import dtypes
+from kvplan.arguments import (
+    as_bytes,
+    as_fraction,
+    as_gpu,
+    as_int,
+    as_parallel,
+    as_spec,
+    as_tensor_parallel_size,
+    as_tokens,
+    tensor_parallel_valid,
+)
 from kvplan.errors import UnitError
-from kvplan.estimator import cache_dtypes
 from kvplan.hardware import GPU
 from kvplan.layers import LayerCache, tokens_retained
 from kvplan.spec import ModelSpec
@@ -212,6 +223,8 @@ class Plan:
     ideal_request_bytes: int | None
     length_mix: LengthMix | None = None
     searched: bool = False
+    dtype_reason: str = ""
+    kv_cache_memory_given: bool = False
 
     @property
     def num_gpus(self) -> int:
@@ -249,10 +262,88 @@ class Plan:
         return self.tightest.kv_cache_memory_bytes
 
     @property
-    def free_memory_bytes(self) -> int:
-        """What is left on the GPU: the headroom above utilization, or less if oversubscribed."""
+    def unallocated_memory_bytes(self) -> int:
+        """The GPU's memory less weights, overhead and pool on the tightest stage: the headroom
+        above utilization included (the JSON ``free_memory_bytes`` of schema 1)."""
         t = self.tightest
         return self.gpu.memory_bytes - t.weights_bytes - t.overhead_bytes - t.kv_cache_memory_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        """What ``gpu_memory_utilization`` holds back from the engine: total - usable. The
+        engine never allocates it (CUDA graphs, fragmentation and other processes use it)."""
+        return self.gpu.memory_bytes - self.usable_memory_bytes
+
+    @property
+    def free_memory_bytes(self) -> int:
+        """Memory a deployment could still use for more work, per GPU (the tightest stage):
+        the usable memory (``total x utilization``, or the whole GPU when the KV cache memory is
+        given) less weights, overhead and the KV cache the question's requests hold.
+
+        The requests held: ``concurrency`` requests (or, when only ``max_model_len`` is asked,
+        the ``max_concurrency`` that fit) of ``max_model_len`` tokens, or ``concurrency``
+        requests at ``max_context_tokens``; with neither, the whole pool counts as used. The
+        headroom above utilization (``headroom_bytes``) is never free: the engine does not
+        allocate it. Negative when the given KV cache memory oversubscribes the GPU.
+        """
+        return min(self.stage_free_bytes(s) for s in self.stages)
+
+    def stage_free_bytes(self, s: StagePlan) -> int:
+        """``free_memory_bytes`` of one stage."""
+        budget = self.gpu.memory_bytes if self.kv_cache_memory_given else self.usable_memory_bytes
+        return budget - s.weights_bytes - s.overhead_bytes - self._held_kv_bytes(s)
+
+    def _held_kv_bytes(self, s: StagePlan) -> int:
+        """KV bytes the question's requests hold on stage ``s`` (the pool if none is asked)."""
+        tokens = self.max_model_len
+        n = self.concurrency if self.concurrency is not None else self.max_concurrency
+        if tokens is None and self.concurrency is not None:
+            tokens = self.max_context_tokens
+        if tokens is None or n is None or self.length_mix is not None or not self.fits:
+            return s.kv_cache_memory_bytes
+        n = -(-n // self.replicas)  # requests on one replica
+        if self.max_concurrency is not None:
+            n = min(n, self.max_concurrency)
+        shared = _shared_blocks(self.shared_prefix_tokens, tokens, self.block_size)
+        held = n * s.private_bytes(tokens, shared, self.block_size)
+        return min(s.kv_cache_memory_bytes, held + _shared_bytes(s, shared))
+
+    def pool_note(self) -> str:
+        """Why a request can outgrow the pool's token count, for models whose sliding,
+        chunked or recurrent layers keep less than every token: the pool's tokens count every
+        layer, a request's bounded layers hold only their window. Empty for other models.
+
+        gpt-oss-120b on one H100 at 131,072 tokens: the pool holds 123,104 tokens of every
+        layer, yet one request fits, since its 18 sliding layers keep 144 tokens each (window
+        128 in 16-token blocks, +1 block) and only the 18 full layers keep all 131,072.
+        """
+        if self.max_model_len is None or self.request_bytes is None:
+            return ""
+        tokens = self.max_model_len
+        t = self.tightest
+        bounded = [
+            g
+            for g in t.groups
+            if g.layer.max_tokens is not None or (g.state_bytes and not g.page_bytes)
+        ]
+        if not bounded or not t.block_bytes:
+            return ""
+        parts = []
+        for g in bounded:
+            if g.page_bytes:
+                kept = g.layer.max_blocks(tokens, self.block_size) * self.block_size
+                parts.append(
+                    f"{g.num_layers} {g.layer.kind} layers keep at most {format_tokens(kept)}"
+                    " tokens"
+                )
+            else:
+                parts.append(f"{g.num_layers} {g.layer.kind} layers keep a fixed state")
+        equivalent = self.request_bytes * self.block_size // t.block_bytes
+        return (
+            f"the pool's {format_tokens(self.kv_cache_tokens)} tokens count every layer; a request"
+            f" of {format_tokens(tokens)} tokens takes the room of {format_tokens(equivalent)}"
+            f" of them, since its {'; '.join(parts)}"
+        )
 
     @property
     def num_blocks(self) -> int:
@@ -280,14 +371,8 @@ def _usable(total_bytes: int, utilization: Fraction) -> int:
 
 
 def parse_utilization(value: float | str | Fraction) -> Fraction:
-    """``0.9`` -> 9/10 exactly (via its decimal text, never binary float error)."""
-    try:
-        fraction = Fraction(str(value)) if not isinstance(value, Fraction) else value
-    except (ValueError, ZeroDivisionError):
-        raise UnitError(f"gpu memory utilization {value!r} is not a number") from None
-    if not 0 < fraction <= 1:
-        raise UnitError(f"gpu memory utilization must be in (0, 1], got {value}")
-    return fraction
+    """``0.9`` -> 9/10 exactly (via its decimal text, never binary float error), in (0, 1]."""
+    return as_fraction(value, "gpu_memory_utilization")
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,34 +399,36 @@ class Deployment:
         return estimate_overhead(self.spec, self.tensor_parallel_size, self.max_num_batched_tokens)
 
     @property
-    def served_dtype(self) -> str | None:
-        """The dtype the model runs in: ``dtype`` if given; a float32 checkpoint runs in
-        bfloat16 (the engines' ``--dtype auto``); otherwise the spec's own (None)."""
-        if self.dtype is not None:
-            return self.dtype
-        return "bfloat16" if self.spec.torch_dtype == "float32" else None
+    def served_dtype(self) -> str:
+        """The dtype the model runs in (``kvplan.dtypes``: a float32 checkpoint is served in
+        bfloat16, as the engines' ``--dtype auto`` does)."""
+        return dtypes.served_dtype(self.spec, dtype=self.dtype)[0].name
+
+    def cache_dtypes(self) -> dtypes.CacheDTypes:
+        """The run and cache dtypes of this deployment, with the reason."""
+        return dtypes.cache_dtypes(self.spec, kv_cache_dtype=self.kv_cache_dtype, dtype=self.dtype)
 
 
 def plan(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
     tensor_parallel_size: int | None = None,
     pipeline_parallel_size: int | None = None,
-    max_model_len: int | None = None,
+    max_model_len: int | str | None = None,
     concurrency: int | None = None,
     gpu_memory_utilization: float | str | Fraction = DEFAULT_UTILIZATION,
     kv_cache_dtype: str | None = None,
     dtype: str | None = None,
     quantization: str | None = None,
-    overhead_bytes: int | None = None,
-    kv_cache_memory_bytes: int | None = None,
+    overhead_bytes: int | str | None = None,
+    kv_cache_memory_bytes: int | str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
-    shared_prefix_tokens: int = 0,
+    shared_prefix_tokens: int | str = 0,
     lengths: Sequence[int] | None = None,
-    mean_length: int | None = None,
-    p99_length: int | None = None,
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    mean_length: int | str | None = None,
+    p99_length: int | str | None = None,
+    max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,
 ) -> Plan:
     """Plan ``spec`` on ``gpu``.
 
@@ -353,17 +440,41 @@ def plan(
       ``mean_length`` (expected concurrency) and ``p99_length`` (worst case) in its place.
     - nothing asked: ``max_model_len`` is the model's ``max_position_embeddings``.
 
-    A float32 checkpoint is served in bfloat16 unless ``dtype`` says otherwise, as vLLM's and
-    SGLang's ``--dtype auto`` do; the cache dtype follows the served dtype.
+    ``spec`` and ``gpu`` may be names; token counts take ``32K``-style strings and sizes
+    ``80GiB``-style strings, as the command line does. A float32 checkpoint is served in
+    bfloat16 unless ``dtype`` says otherwise, as vLLM's and SGLang's ``--dtype auto`` do; the
+    cache dtype follows the served dtype (``kvplan.dtypes``). Raises UnitError (or
+    ModelNotFoundError / UnknownGPUError for names) for a bad argument.
     """
-    if block_size < 1:
-        raise UnitError(f"block_size must be at least 1, got {block_size}")
-    if shared_prefix_tokens < 0:
-        raise UnitError(f"shared prefix must not be negative, got {shared_prefix_tokens}")
-    if concurrency is not None and concurrency < 1:
-        raise UnitError(f"concurrency must be at least 1, got {concurrency}")
-    if max_model_len is not None and max_model_len < 1:
-        raise UnitError(f"max_model_len must be at least 1, got {max_model_len}")
+    spec = as_spec(spec)
+    gpu = as_gpu(gpu)
+    if tensor_parallel_size is not None:
+        tensor_parallel_size = as_tensor_parallel_size(spec, tensor_parallel_size)
+    if pipeline_parallel_size is not None:
+        pipeline_parallel_size = as_parallel(pipeline_parallel_size, "pipeline_parallel_size")
+        if pipeline_parallel_size > spec.num_hidden_layers:
+            raise UnitError(
+                f"pipeline_parallel_size {pipeline_parallel_size}: more stages than the"
+                f" {spec.num_hidden_layers} layers of {spec.name}"
+            )
+    if max_model_len is not None:
+        max_model_len = as_tokens(max_model_len, "max_model_len", minimum=1)
+    if concurrency is not None:
+        concurrency = as_int(concurrency, "concurrency", minimum=1)
+    block_size = as_int(block_size, "block_size", minimum=1, maximum=1 << 20)
+    shared_prefix_tokens = as_tokens(shared_prefix_tokens, "shared_prefix_tokens")
+    if overhead_bytes is not None:
+        overhead_bytes = as_bytes(overhead_bytes, "overhead_bytes")
+    if kv_cache_memory_bytes is not None:
+        kv_cache_memory_bytes = as_bytes(kv_cache_memory_bytes, "kv_cache_memory_bytes")
+    if mean_length is not None:
+        mean_length = as_tokens(mean_length, "mean_length", minimum=1)
+    if p99_length is not None:
+        p99_length = as_tokens(p99_length, "p99_length", minimum=1)
+    max_num_batched_tokens = as_tokens(
+        max_num_batched_tokens, "max_num_batched_tokens", minimum=1
+    )
+    utilization = parse_utilization(gpu_memory_utilization)
     mix = _mix_lengths(lengths, mean_length, p99_length)
     if max_model_len is None and concurrency is None and mix is None:
         max_model_len = spec.max_position_embeddings
@@ -372,7 +483,7 @@ def plan(
         gpu,
         tensor_parallel_size or 1,
         pipeline_parallel_size or 1,
-        parse_utilization(gpu_memory_utilization),
+        utilization,
         kv_cache_dtype,
         dtype,
         quantization,
@@ -404,10 +515,12 @@ def _mix_lengths(
 ) -> tuple[list[int], bool] | None:
     """The request lengths to plan for, and whether they are a summary (mean, p99) rather
     than a sample."""
-    if lengths:
-        if any(t < 0 for t in lengths):
-            raise UnitError("request lengths must not be negative")
-        return sorted(lengths), False
+    if lengths is not None:
+        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+            raise UnitError("lengths: expected a sequence of integer token counts")
+        if not lengths:
+            raise UnitError("lengths: the mix is empty; give at least one request length")
+        return sorted(as_tokens(t, f"lengths[{i}]") for i, t in enumerate(lengths)), False
     if mean is None and p99 is None:
         return None
     summary = [t for t in (mean, p99) if t is not None]
@@ -422,7 +535,8 @@ def _stages(
     """Memory and pages of every stage (one GPU each) of deployment ``d``; with
     ``max_model_len``, also what one request of that length holds and how many fit."""
     spec, tp = d.spec, d.tensor_parallel_size
-    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
+    chosen = d.cache_dtypes()
+    k_dtype, v_dtype = chosen.k, chosen.v
     weights = model_weights(spec, d.served_dtype, d.quantization)
     overhead = d.overhead()
     usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)
@@ -548,7 +662,7 @@ def _solve(
         raise UnitError(f"shared prefix {shared_prefix:,} exceeds the context {cap:,}")
     shared_blocks = _shared_blocks(shared_prefix, max_model_len or cap, bs)
     stages, weights, overhead = _stages(d, max_model_len, shared_blocks)
-    k_dtype, v_dtype = cache_dtypes(spec, d.kv_cache_dtype or d.served_dtype)
+    chosen = d.cache_dtypes()
     max_concurrency = request_bytes = ideal = max_context = None
     if max_model_len is not None:
         limiting = [s for s in stages if s.max_concurrency is not None]
@@ -574,8 +688,8 @@ def _solve(
         max_model_len=max_model_len,
         concurrency=concurrency,
         gpu_memory_utilization=d.gpu_memory_utilization,
-        k_dtype=k_dtype,
-        v_dtype=v_dtype,
+        k_dtype=chosen.k,
+        v_dtype=chosen.v,
         block_size=bs,
         shared_prefix_tokens=shared_prefix,
         overhead=overhead,
@@ -590,6 +704,8 @@ def _solve(
         request_bytes=request_bytes,
         ideal_request_bytes=ideal,
         length_mix=mix,
+        dtype_reason=chosen.reason,
+        kv_cache_memory_given=d.kv_cache_memory_bytes is not None,
     )
 
 
@@ -634,6 +750,30 @@ def _length_mix(
     return best
 
 
+def _advice(d: Deployment, *changes: str) -> str:
+    """The settings worth changing, leaving out what is already set: ``changes`` are the
+    question's own levers (lower --max-model-len ...), then memory levers the deployment has
+    not used yet."""
+    levers = [c for c in changes if c]
+    if d.kv_cache_memory_bytes is not None:
+        levers.append("raise --kv-cache-memory")
+    elif d.gpu_memory_utilization < Fraction(95, 100):
+        levers.append("raise --gpu-memory-utilization")
+    chosen = d.cache_dtypes()
+    if any(t.block_bytes > t.block_values for t in (chosen.k, chosen.v)):  # over 8 bits
+        levers.append("use --kv-cache-dtype fp8")
+    if d.quantization is None and d.spec.weight_dtype is None:
+        levers.append("quantize the weights (--quantization)")
+    levers.append("add GPUs (-tp/-pp)")
+    if len(levers) == 1:
+        return levers[0]
+    return ", ".join(levers[:-1]) + f" or {levers[-1]}"
+
+
+def _requests(n: int) -> str:
+    return f"{n:,} request{'' if n == 1 else 's'}"
+
+
 def _verdict(
     d: Deployment,
     stages: Sequence[StagePlan],
@@ -661,12 +801,19 @@ def _verdict(
     if tight.kv_cache_memory_bytes == 0 and d.kv_cache_memory_bytes is None:
         need = tight.weights_bytes + tight.overhead_bytes
         usable = _usable(d.gpu.memory_bytes, d.gpu_memory_utilization)
+        levers = ["add GPUs (-tp/-pp)"]
+        if d.quantization is None and d.spec.weight_dtype is None:
+            levers.append("quantize the weights (--quantization)")
+        if d.gpu_memory_utilization < Fraction(95, 100):
+            levers.append("raise --gpu-memory-utilization")
+        levers.append("use a larger GPU")
         return False, (
             f"weights ({format_bytes(tight.weights_bytes)}) and overhead"
             f" ({format_bytes(tight.overhead_bytes)}) need {format_bytes(need)} per GPU, more"
             f" than the {format_bytes(usable)} usable at utilization"
-            f" {float(d.gpu_memory_utilization):g}: add GPUs (-tp/-pp), quantize the weights"
-            " (--quantization) or use a larger GPU"
+            f" {float(d.gpu_memory_utilization):g}: "
+            + ", ".join(levers[:-1])
+            + f" or {levers[-1]}"
         )
     if max_model_len is not None and max_concurrency is not None:
         wanted = concurrency or 1
@@ -675,46 +822,53 @@ def _verdict(
             need = wanted * (max(s.request_bytes or 0 for s in stages)) + max(
                 s.shared_bytes for s in stages
             )
+            if max_concurrency == 0:
+                at_length = "not one request fits at that length"
+            else:
+                at_length = f"at most {_requests(max_concurrency)} fit at that length"
+            if longest >= 1:
+                reach = f", and {wanted:,} fit{'s' if wanted == 1 else ''} up to" + (
+                    f" {format_tokens(longest)} tokens each"
+                )
+            else:
+                reach = f"; {wanted:,} do not fit even at 1 token each"
+            levers = ["lower --max-model-len"]
+            if concurrency is not None and concurrency > 1:
+                levers.append("--concurrency")
             return False, (
-                f"{wanted} request{'s' if wanted > 1 else ''} of {format_tokens(max_model_len)}"
+                f"{_requests(wanted)} of {format_tokens(max_model_len)}"
                 f" tokens need {format_bytes(need)} of KV cache per GPU, more than the"
-                f" {format_bytes(tight.kv_cache_memory_bytes)} available; at most"
-                f" {max_concurrency} fit at that length, and {wanted} fit up to"
-                f" {format_tokens(max(longest, 0))} tokens: lower --max-model-len or"
-                " --concurrency, raise --gpu-memory-utilization, use --kv-cache-dtype fp8, or"
-                " add GPUs (-tp/-pp)"
+                f" {format_bytes(tight.kv_cache_memory_bytes)} available; {at_length}{reach}: "
+                + _advice(d, " or ".join(levers))
             )
+        fit = "fits" if max_concurrency == 1 else "fit"
+        concurrent = "concurrent request" if max_concurrency == 1 else "concurrent requests"
         return True, (
-            f"{max_concurrency} concurrent requests of {format_tokens(max_model_len)} tokens fit"
+            f"{max_concurrency:,} {concurrent} of {format_tokens(max_model_len)} tokens {fit}"
         )
     if max_context is not None:
         wanted = concurrency or 1
         if max_context < 1:
             return False, (
-                f"{wanted} concurrent requests do not fit even with 1 token each: lower"
-                " --concurrency or add GPUs (-tp/-pp)"
+                f"{_requests(wanted)} do{'es' if wanted == 1 else ''} not fit even with 1 token"
+                " each: " + _advice(d, "lower --concurrency" if wanted > 1 else "")
             )
         capped = " (the model's maximum)" if max_context == cap else ""
+        concurrent = "concurrent request" if wanted == 1 else "concurrent requests"
         return True, (
-            f"{wanted} concurrent request{'s' if wanted > 1 else ''} can each reach"
-            f" {format_tokens(max_context)} tokens{capped}"
+            f"{wanted:,} {concurrent} can each reach {format_tokens(max_context)} tokens{capped}"
         )
     return True, ""
 
 
 def valid_tensor_parallel_sizes(spec: ModelSpec, limit: int = MAX_SEARCH_TP) -> list[int]:
-    """TP sizes the engines accept: query heads divide evenly, and KV heads either divide
-    evenly or are replicated (the TP size a multiple of them)."""
-    sizes = []
-    tp = 1
-    while tp <= limit:
-        heads_ok = spec.num_attention_heads % tp == 0
-        kv = spec.kv_heads
-        kv_ok = spec.kv_lora_rank is not None or kv % tp == 0 or tp % kv == 0
-        if heads_ok and kv_ok:
-            sizes.append(tp)
-        tp *= 2
-    return sizes
+    """TP sizes up to ``limit`` the engines accept (``tensor_parallel_valid``): powers of
+    two for the search's default limit, every divisor when asked for more."""
+    if limit <= MAX_SEARCH_TP:
+        candidates = [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
+    else:
+        candidates = list(range(1, limit + 1))
+    return [tp for tp in candidates if tensor_parallel_valid(spec, tp)]
 
 
 def _smallest_deployment(d: Deployment, length: int, n: int, shared_prefix: int) -> Plan:

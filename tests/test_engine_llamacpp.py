@@ -49,6 +49,18 @@ def _check(result: EngineResult, prefix: str, k: str, v: str) -> None:
 
 # --- reference cases (shared/reference/engine_logs.yaml) ----------------------------------
 
+#: The shared reference's log ids these tests check, one test each (counted by test_docs.py).
+REFERENCE_LOG_IDS = (
+    "llamacpp-b5781-llama31-8b-vulkan-ctx16384",
+    "llamacpp-b5274-qwen3-235b-a22b-ctx32768-q8_0",
+    "llamacpp-b5331-deepseek-v3-0324-mla-ctx16384",
+    "llamacpp-b8164-gpt-oss-20b-metal-ctx131072-ubatch512-iswa",
+    "llamacpp-llama31-8b-ctx4096-cpu-pad32",
+    "ikllamacpp-qwen3-32b-ctx16768-pad-q8_0-vulkan",
+    "ikllamacpp-deepseek-r1-ctx65536-q8_0",
+)
+
+
 
 def test_b5781_llama31_8b_vulkan_ctx16384() -> None:
     """llamacpp-b5781-llama31-8b-vulkan-ctx16384: 16384 x 32 x 1024 x 2 B = 1024 MiB per K/V."""

@@ -222,6 +222,13 @@ def test_kv_cache_pipeline_takes_the_smallest_stage() -> None:
     assert two.kv_cache_tokens == 2 * (one.kv_cache_tokens or 0)
 
 
+#: The shared reference's log ids these tests check (counted by tests/test_docs.py).
+REFERENCE_LOG_IDS = (
+    "sglang-issue21348-qwen3-235b-a22b-fp8-tp4",
+    "sglang-pr11309-deepseek-v32-exp-b200-dpattn-with-indexer",
+)
+
+
 # --- reference case: sglang-issue21348-qwen3-235b-a22b-fp8-tp4 ----------------------------------
 # "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"
 # 4x H100, --tp 4, --mem-fraction-static 0.93, kv cache auto (bf16), page_size 1.

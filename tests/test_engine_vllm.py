@@ -215,6 +215,14 @@ def cfg(case: Case) -> vllm.VllmConfig:
     )
 
 
+#: The shared reference's log ids these tests check (counted by tests/test_docs.py).
+REFERENCE_LOG_IDS = (
+    *(f"vllm-llmd-{case.id}" for case in CASES),
+    "vllm-v0-issue10517-llama31-8b-rtx3090-len20000",  # test_v0_engine_gpu_blocks
+    "vllm-lmcache-faq-qwen3-32b-tp2",  # test_lmcache_faq_qwen3_32b_tp2
+)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_blocks_bracket_the_printed_available_memory(case: Case) -> None:
     if case.pp > 1:

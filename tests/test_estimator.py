@@ -22,8 +22,9 @@ def model(name: str) -> ModelSpec:
 
 
 def test_explainer_one_layer_192_bytes(tiny_spec: Path) -> None:
-    # 2 (K and V) x 4 positions x 2 heads x 3 dims x 4 bytes
-    est = estimate(load_spec(tiny_spec), 4)
+    # 2 (K and V) x 4 positions x 2 heads x 3 dims x 4 bytes: a float32 cache, asked for
+    # (the float32 checkpoint is served, and cached, in bfloat16 by default: half of it)
+    est = estimate(load_spec(tiny_spec), 4, kv_dtype="float32")
     assert est.kv_cache_bytes == 192
     assert (est.breakdown[0].k_bytes, est.breakdown[0].v_bytes) == (96, 96)
 

@@ -403,3 +403,87 @@ def test_no_question_means_the_models_full_context() -> None:
 def test_mixed_checkpoint_is_described() -> None:
     p = plan(kvplan.load_model("gpt-oss-20b"), H100, max_model_len=4096)
     assert "mxfp4 for 19,110,297,600 parameters" in p.weights_format
+
+
+# --- messages, advice, free memory ------------------------------------------------------------
+
+
+def test_singular_when_one_request_fits() -> None:
+    # gpt-oss-120b on one H100 holds one request of 131,072 tokens
+    p = plan(kvplan.load_model("gpt-oss-120b"), find_gpu("h100"), max_model_len=131_072)
+    assert p.max_concurrency == 1
+    assert p.message == "1 concurrent request of 131,072 tokens fits"
+
+
+def test_none_fits_says_so_without_at_most_zero() -> None:
+    # a given 1 GiB pool; a 32,768-token request of Llama 3.1 8B needs 4 GiB
+    p = plan(
+        kvplan.load_model("llama-3.1-8b"),
+        find_gpu("h100"),
+        max_model_len=32_768,
+        kv_cache_memory_bytes=GiB,
+    )
+    assert not p.fits
+    assert "not one request fits at that length" in p.message
+    assert "at most 0" not in p.message
+    assert "1 fits up to 8,192 tokens each" in p.message  # 1 GiB / 131,072 B = 8,192 tokens
+    assert "raise --kv-cache-memory" in p.message
+    assert "--gpu-memory-utilization" not in p.message
+
+
+def test_advice_leaves_out_what_is_already_set() -> None:
+    p = plan(
+        kvplan.load_model("llama-3.1-8b"),
+        find_gpu("h100"),
+        max_model_len=131_072,
+        concurrency=100,
+        tensor_parallel_size=1,
+        kv_cache_dtype="fp8",
+        gpu_memory_utilization=0.95,
+        quantization="fp8",
+    )
+    assert not p.fits
+    assert "100 requests of 131,072 tokens" in p.message
+    for already in ("--kv-cache-dtype fp8", "--gpu-memory-utilization", "--quantization"):
+        assert already not in p.message
+    assert "add GPUs (-tp/-pp)" in p.message
+    bf16 = plan(
+        kvplan.load_model("llama-3.1-8b"),
+        find_gpu("h100"),
+        max_model_len=131_072,
+        concurrency=100,
+        tensor_parallel_size=1,
+    )
+    assert "use --kv-cache-dtype fp8" in bf16.message
+    assert "raise --gpu-memory-utilization" in bf16.message
+
+
+def test_free_is_what_the_deployment_could_still_use() -> None:
+    # usable = floor(85,029,027,840 x 0.9) = 76,526,125,056 B; weights 16,060,522,496 B;
+    # overhead 2 GiB -> pool 58,318,118,912 B. A 32,768-token request: 4,294,967,296 B.
+    spec, h100 = kvplan.load_model("llama-3.1-8b"), find_gpu("h100")
+    p = plan(spec, h100, max_model_len=32_768, overhead_bytes=2 * GiB)
+    assert p.kv_cache_memory_bytes == 58_318_118_912
+    assert p.max_concurrency == 13
+    assert p.free_memory_bytes == 58_318_118_912 - 13 * 4_294_967_296 == 2_483_544_064
+    assert p.headroom_bytes == 85_029_027_840 - 76_526_125_056 == 8_502_902_784
+    ten = plan(
+        spec, h100, max_model_len=32_768, concurrency=10, tensor_parallel_size=1,
+        overhead_bytes=2 * GiB,
+    )
+    assert ten.free_memory_bytes == 58_318_118_912 - 10 * 4_294_967_296 == 15_368_445_952
+
+
+def test_pool_note_explains_sliding_layers() -> None:
+    # gpt-oss-120b: 18 sliding (window 128) + 18 full layers, 2 x 8 x 64 x 2 = 2,048 B a token
+    # a layer. A sliding layer holds cdiv(128, 16) + 1 = 9 blocks = 144 tokens. One request of
+    # 131,072 tokens: 18 x 2,048 x (131,072 + 144) = 4,837,146,624 B; a 16-token block of every
+    # layer is 16 x 36 x 2,048 = 1,179,648 B, so the request is 4,837,146,624 x 16 / 1,179,648
+    # = 65,608 pool tokens.
+    p = plan(kvplan.load_model("gpt-oss-120b"), find_gpu("h100"), max_model_len=131_072)
+    assert p.request_bytes == 18 * 2048 * (131_072 + 144) == 4_837_146_624
+    note = p.pool_note()
+    assert "takes the room of 65,608 of them" in note
+    assert "18 sliding_attention layers keep at most 144 tokens" in note
+    dense = plan(kvplan.load_model("llama-3.1-8b"), find_gpu("h100"), max_model_len=8192)
+    assert dense.pool_note() == ""

@@ -38,12 +38,14 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+from kvplan.arguments import as_parallel, as_tensor_parallel_size
+from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, GiB, MiB, resolve_dtype
+from kvplan.units import DType, GiB, MiB
 from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
 
 #: The SGLang versions these rules were read for: the 0.4.x-0.5.x releases of 2025; the NSA
@@ -60,10 +62,8 @@ _NSA_ROPE_BYTES = 2
 
 def _kv_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
     """The cache dtype: ``auto``/None is the model dtype; SGLang stores whole elements only."""
-    name = (
-        spec.torch_dtype if kv_cache_dtype is None or kv_cache_dtype == "auto" else kv_cache_dtype
-    )
-    dtype = resolve_dtype(name)
+    dtype = cache_dtypes(spec, "sglang", kv_cache_dtype=kv_cache_dtype).k
+    name = dtype.name
     if dtype.block_values != 1:
         raise UnitError(
             f"kv_cache_dtype {name!r}: the SGLang profile models whole-element dtypes only"
@@ -394,8 +394,12 @@ def kv_cache(
     state pool, fp4 caches, speculative drafts.
     """
     for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
-        if value < 1:
-            raise UnitError(f"{label} {value} must be >= 1")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
+    if as_parallel(pp, "pp") > spec.num_hidden_layers:
+        raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
+    as_parallel(dp, "dp")
     attention_tp = max(1, tp // dp) if enable_dp_attention else tp
     fraction = (
         mem_fraction_static_auto(

@@ -27,12 +27,13 @@ import math
 from fractions import Fraction
 from typing import Literal
 
+from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, MLALatent, NoCache, RecurrentState
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, resolve_dtype
+from kvplan.units import DType
 
 __all__ = ["BLOCK_SIZES", "DEFAULT_VERSION", "VERSIONS", "block_bytes", "free_memory", "kv_cache"]
 
@@ -67,6 +68,13 @@ def block_bytes(spec: ModelSpec, *, block_size: int, dtype: DType, tp: int = 1) 
             case MLALatent():
                 total += block_size * dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim)
             case FullAttention():
+                if layer.num_kv_heads > 1 and layer.num_kv_heads % tp:
+                    # flash_llama_modeling.py: num_key_value_heads // shards, no replication
+                    # (multi-query models keep their one head on every shard)
+                    raise UnitError(
+                        f"TGI shards {layer.num_kv_heads} KV heads over {tp} GPUs only when"
+                        " they divide evenly"
+                    )
                 heads = max(1, layer.num_kv_heads // tp)
                 total += block_size * dtype.row_bytes(heads * layer.head_dim) * 2
             case NoCache():
@@ -110,9 +118,7 @@ def kv_cache(
         raise UnitError(f"cuda_memory_fraction {cuda_memory_fraction} must be in (0, 1]")
     wiggle = WIGGLE_ROOM if wiggle_room is None else _fraction(wiggle_room)
     size = BLOCK_SIZES[attention]
-    dtype = resolve_dtype(
-        spec.torch_dtype if kv_cache_dtype in (None, "auto") else str(kv_cache_dtype)
-    )
+    dtype = cache_dtypes(spec, "tgi", kv_cache_dtype=kv_cache_dtype).k
     per_block = block_bytes(spec, block_size=size, dtype=dtype, tp=tp)
     total = gpu.memory_bytes
     if version == "3":

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kvplan.dtypes import served_dtype
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
 from kvplan.layers import (
@@ -86,11 +87,15 @@ def _tensor_bytes(batch: int, heads: int, tokens: int, dims: int, dtype: DType) 
     return batch * heads * tokens * dtype.row_bytes(dims)
 
 
-def _cache_dtype(spec: ModelSpec, dtype: str | None) -> DType:
-    found = resolve_dtype(spec.torch_dtype if dtype in (None, "auto") else str(dtype))
+def _cache_dtype(spec: ModelSpec, dtype: str | None, version: str) -> tuple[DType, str]:
+    """The dtype the model runs and caches in, and why (``kvplan.dtypes``: 4.x loads in
+    float32 unless told, v5 in the checkpoint's dtype)."""
+    if dtype in (None, "auto"):
+        return served_dtype(spec, "transformers", engine_version=version)
+    found = resolve_dtype(str(dtype))
     if found.block_values != 1:
         raise UnitError(f"transformers caches plain torch tensors; {found.name} is a block format")
-    return found
+    return found, "as given"
 
 
 def _layer_bytes(
@@ -206,7 +211,7 @@ def kv_cache(
         raise UnitError(
             f"max_cache_len {cache_len} is shorter than the {context_tokens} tokens to cache"
         )
-    cache_dtype = _cache_dtype(spec, dtype)
+    cache_dtype, why = _cache_dtype(spec, dtype, version)
     # transformers caches what the model computes: the run dtype is the cache dtype.
     model_dtype = cache_dtype
 
@@ -242,6 +247,7 @@ def kv_cache(
             "tensors": tensors,
             "cache": cache,
             "dtype": cache_dtype.name,
+            "dtype_reason": why,
         }
     )
     total = k_total + v_total + state_total

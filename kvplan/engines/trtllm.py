@@ -39,12 +39,14 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+from kvplan.arguments import as_tensor_parallel_size
+from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, GiB, resolve_dtype
+from kvplan.units import DType, GiB
 from kvplan.weights import model_weights, stage_weight_bytes
 
 __all__ = [
@@ -66,9 +68,7 @@ def _fraction(value: float | Fraction) -> Fraction:
 
 
 def _cache_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
-    if kv_cache_dtype in (None, "auto"):
-        return resolve_dtype(spec.torch_dtype)
-    return resolve_dtype(str(kv_cache_dtype))
+    return cache_dtypes(spec, "trtllm", kv_cache_dtype=kv_cache_dtype).k
 
 
 def _attention_layers(layers: Sequence[LayerCache]) -> list[LayerCache]:
@@ -162,8 +162,9 @@ def kv_cache(
             f"TensorRT-LLM {version} is not modelled; modelled: {', '.join(VERSIONS)}"
         )
     for label, value in (("tp", tp), ("pp", pp), ("tokens_per_block", tokens_per_block)):
-        if value < 1:
-            raise UnitError(f"{label} {value} must be >= 1")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    as_tensor_parallel_size(spec, tp)
     fraction = _fraction(free_gpu_memory_fraction)
     if not 0 < fraction < 1:
         raise UnitError(f"free_gpu_memory_fraction {free_gpu_memory_fraction} must be in (0, 1)")

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from kvplan.arguments import as_parallel, as_tensor_parallel_size
+from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
@@ -293,7 +295,7 @@ def estimate_overhead(
     spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int
 ) -> Overhead:
     """The modelled profile of one GPU (see ``Overhead``)."""
-    dtype = resolve_dtype(_served_dtype(spec, cfg) or spec.torch_dtype)
+    dtype = resolve_dtype(_served_dtype(spec, cfg))
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
     intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
@@ -310,10 +312,9 @@ def estimate_overhead(
     return Overhead(weights_bytes + rotary, activation, non_torch)
 
 
-def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
-    if cfg.dtype is not None:
-        return cfg.dtype
-    return "bfloat16" if spec.torch_dtype == "float32" else None
+def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:
+    """The dtype vLLM runs the model in (``kvplan.dtypes``: ``--dtype``, else ``auto``)."""
+    return served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name
 
 
 def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
@@ -325,6 +326,11 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
             f"vLLM {cfg.version} is not modelled; modelled: {', '.join(VERSIONS)}"
         )
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+    as_tensor_parallel_size(spec, tp)
+    if as_parallel(pp, "pipeline_parallel_size") > spec.num_hidden_layers:
+        raise UnitError(
+            f"pipeline_parallel_size {pp}: more stages than {spec.num_hidden_layers} layers"
+        )
     served = _served_dtype(spec, cfg)
     layer_specs, groups, group_size, padding = layout(spec, cfg)
     page = groups[0][0].page_bytes
@@ -366,7 +372,7 @@ def layout(
     """vLLM's cache layout of ``spec``: each layer's page spec (None: no cache), the groups,
     the layers per group, and the padding layers. Needs no budget."""
     served = _served_dtype(spec, cfg)
-    model_dtype = resolve_dtype(served or spec.torch_dtype)
+    model_dtype = resolve_dtype(served)
     cache_format = cfg.kv_cache_dtype or model_dtype.name
     # mamba_ssm_cache_dtype "auto": the state is kept in the model dtype
     state_dtype = resolve_dtype(cfg.mamba_ssm_cache_dtype or model_dtype.name)
@@ -496,7 +502,7 @@ def v0_num_gpu_blocks(
     ``num_gpu_blocks = kv_cache_size // (block_size x per-token bytes of all layers)``.
     Llama 3.1 8B: 16 x 131,072 B = 2 MiB a block; 3.81 GiB -> 1,952 blocks.
     """
-    dtype = resolve_dtype(kv_cache_dtype or spec.torch_dtype)
+    dtype = cache_dtypes(spec, "vllm", kv_cache_dtype=kv_cache_dtype).k
     per_block = 0
     for layer in spec.layers:
         page = page_spec(layer, tensor_parallel_size, dtype.name, block_size, dtype)
