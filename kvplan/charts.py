@@ -27,6 +27,22 @@ PLOT_HINT = (
 
 #: one marker per series, in order; a seventh series reuses the first.
 MARKERS = ("*", "o", "+", "x", "#", "@")
+#: in files: one colour and one marker per series, in order (matplotlib's tab10 without its
+#: grey, which unlinked reference lines use)
+COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+)
+FILE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+_LINE_GREY = "0.35"
+_DASH_PERIOD = 4  # a linked line in text: its series' marker every 4th column, dashes between
 
 _SUFFIXES = (".png", ".svg")
 _FIG_SIZE_IN = (8.0, 5.0)
@@ -42,11 +58,16 @@ class PlotUnavailableError(UnavailableError):
 
 @dataclass(frozen=True, slots=True)
 class Series:
-    """One line: ``ys[i]`` at ``xs[i]``, the ``xs`` ascending."""
+    """One line: ``ys[i]`` at ``xs[i]``, the ``xs`` ascending.
+
+    ``end_label`` marks where the line stops on purpose (``fits up to 25``): it is written
+    beside the last point and in the legend.
+    """
 
     label: str
     xs: tuple[float, ...]
     ys: tuple[float, ...]
+    end_label: str = ""
 
     def __post_init__(self) -> None:
         # A malformed series is a bug in the caller, not a user mistake: plain ValueError.
@@ -60,10 +81,15 @@ class Series:
 
 @dataclass(frozen=True, slots=True)
 class HLine:
-    """A horizontal reference line, such as the KV pool of one GPU in GiB."""
+    """A horizontal reference line, such as the KV pool of one GPU in GiB.
+
+    ``series`` names the label of the series it belongs to: the line takes that series'
+    marker (text) or colour (files); None draws it plain.
+    """
 
     label: str
     y: float
+    series: str | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.y):
@@ -72,7 +98,11 @@ class HLine:
 
 @dataclass(frozen=True, slots=True)
 class Chart:
-    """Everything both renderers need; ``log_x`` gives a log2 x axis for context lengths."""
+    """Everything both renderers need; ``log_x`` gives a log2 x axis for context lengths.
+
+    ``y_unit`` follows a reference line's value in the legend (``61.5 GiB``); ``notes`` are
+    lines printed under the chart (why each dtype, where each line stops).
+    """
 
     title: str
     x_label: str
@@ -80,10 +110,28 @@ class Chart:
     series: tuple[Series, ...]
     hlines: tuple[HLine, ...] = ()
     log_x: bool = False
+    y_unit: str = ""
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.log_x and any(x <= 0 for s in self.series for x in s.xs):
             raise ValueError(f"chart {self.title!r}: a log x axis needs xs > 0")
+        labels = {s.label for s in self.series}
+        for line in self.hlines:
+            if line.series is not None and line.series not in labels:
+                raise ValueError(f"line {line.label!r}: no series {line.series!r}")
+
+    def series_index(self, label: str | None) -> int | None:
+        """The index of the series called ``label`` (its marker and colour), or None."""
+        return next((i for i, s in enumerate(self.series) if s.label == label), None)
+
+    def line_legend(self, line: HLine) -> str:
+        """A reference line's label and value, with the unit: ``KV pool: x (51.2 GiB)``."""
+        unit = f" {self.y_unit}" if self.y_unit else ""
+        return f"{line.label} ({_compact(line.y)}{unit})"
+
+    def series_legend(self, series: Series) -> str:
+        return f"{series.label}: {series.end_label}" if series.end_label else series.label
 
 
 # -- number labels ---------------------------------------------------------------------------
@@ -221,8 +269,14 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
         return _round((y_top - y) / (y_top - y_bot) * (height - 1))
 
     grid = [[" "] * width for _ in range(height)]
-    for line in chart.hlines:
-        grid[row_of(line.y)] = ["-"] * width
+    for number, line in enumerate(chart.hlines):
+        cells = grid[row_of(line.y)]
+        index = chart.series_index(line.series)
+        cells[:] = ["-" if cell == " " else cell for cell in cells]
+        if index is not None:
+            # two lines on one row interleave their markers: "*o--*o--"
+            for col in range(number % _DASH_PERIOD, width, _DASH_PERIOD):
+                cells[col] = MARKERS[index % len(MARKERS)]
 
     for index, series in enumerate(chart.series):
         marker = MARKERS[index % len(MARKERS)]
@@ -244,6 +298,10 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
                 for r in range(prev_row + step if row != prev_row else row, row + step, step):
                     grid[r][c] = marker
                 prev_row = row
+
+    for series in chart.series:
+        if series.end_label and series.xs:
+            _annotate(grid, _round(col_of(series.xs[-1])), row_of(series.ys[-1]), series.end_label)
 
     labels = {row_of(v): _compact(v) for v in y_ticks}
     pad = max(len(text) for text in labels.values())
@@ -269,12 +327,42 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
     if chart.x_label:
         lines.append(f"{'':>{pad}}  {chart.x_label:^{width}}")
 
-    legend = [f"  {MARKERS[i % len(MARKERS)]} {s.label}" for i, s in enumerate(chart.series)]
-    legend += [f"  - {h.label} ({_compact(h.y)})" for h in chart.hlines]
+    legend = [
+        f"  {MARKERS[i % len(MARKERS)]} {chart.series_legend(s)}"
+        for i, s in enumerate(chart.series)
+    ]
+    for h in chart.hlines:
+        index = chart.series_index(h.series)
+        sample = "-" if index is None else f"-{MARKERS[index % len(MARKERS)]}-"
+        legend.append(f"  {sample} {chart.line_legend(h)}")
     if legend:
         lines.append("")
         lines.extend(legend)
+    if chart.notes:
+        lines.append("")
+        lines.extend(chart.notes)
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _annotate(grid: list[list[str]], col: int, row: int, text: str) -> None:
+    """Write ``<- text`` beside the cell at ``(row, col)`` where it lands on blank cells only:
+    right of it, then on the row above or below; else ``text ->`` left of it, on its row, above
+    or below; else nowhere (the legend says it too)."""
+    width, height = len(grid[0]), len(grid)
+    right, left = f"<- {text}", f"{text} ->"
+    for r, start, label in (
+        (row, col + 2, right),
+        (row - 1, col + 1, right),
+        (row + 1, col + 1, right),
+        (row, col - 1 - len(left), left),
+        (row - 1, col - len(left), left),
+        (row + 1, col - len(left), left),
+    ):
+        end = start + len(label)
+        fits = 0 <= r < height and start >= 0 and end <= width
+        if fits and all(cell == " " for cell in grid[r][start:end]):
+            grid[r][start:end] = list(label)
+            return
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -305,10 +393,39 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
 
     fig = matplotlib.figure.Figure(figsize=_FIG_SIZE_IN, dpi=_DPI, layout="constrained")
     ax = fig.add_subplot()
-    for series in chart.series:
-        ax.plot(series.xs, series.ys, marker="o", markersize=3, label=series.label)
-    for line in chart.hlines:
-        ax.axhline(line.y, linestyle="--", linewidth=1, color="0.35", label=line.label)
+    for i, series in enumerate(chart.series):
+        color = COLORS[i % len(COLORS)]
+        ax.plot(
+            series.xs,
+            series.ys,
+            marker=FILE_MARKERS[i % len(FILE_MARKERS)],
+            markersize=4,
+            color=color,
+            label=chart.series_legend(series),
+        )
+        if series.end_label and series.xs:
+            # where the line stops on purpose: a bar across its last point, and the reason
+            ax.plot(series.xs[-1:], series.ys[-1:], marker="|", markersize=14, color=color)
+            ax.annotate(
+                series.end_label,
+                (series.xs[-1], series.ys[-1]),
+                xytext=(6, -3),
+                textcoords="offset points",
+                fontsize=8,
+                color=color,
+            )
+    # dashes of 3 pt, with gaps that let every line show between the others: lines at one
+    # height (two pools of a similar size) interleave their colours instead of hiding
+    gap = 3.0 * max(len(chart.hlines) - 1, 1)
+    for number, line in enumerate(chart.hlines):
+        index = chart.series_index(line.series)
+        ax.axhline(
+            line.y,
+            linestyle=((3.0 * number) % (3.0 + gap), (3.0, gap)),
+            linewidth=1.2,
+            color=_LINE_GREY if index is None else COLORS[index % len(COLORS)],
+            label=chart.line_legend(line),
+        )
     y_ticks = _y_ticks(chart)
     ax.set_ylim(y_ticks[0], y_ticks[-1])
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: _compact(v)))
@@ -319,12 +436,24 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
         ax.xaxis.set_minor_locator(ticker.NullLocator())
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: _x_label(chart, v)))
     ax.set_xlim(x_min, x_max)
-    ax.set_title(chart.title)
+    ax.set_title(chart.title, fontsize=10)
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
     ax.grid(visible=True, alpha=0.3)
     if chart.series or chart.hlines:
-        ax.legend()
+        ax.legend(fontsize=8)
+    if chart.notes:
+        # under the axes, inside the figure's layout: constrained layout makes room for it
+        ax.annotate(
+            "\n".join(chart.notes),
+            (0, 0),
+            xycoords="axes fraction",
+            xytext=(0, -32),
+            textcoords="offset points",
+            va="top",
+            fontsize=7,
+            annotation_clip=False,
+        )
 
     def draw(out: BinaryIO) -> None:
         # an SVG without a date and with fixed ids: the same chart writes the same file

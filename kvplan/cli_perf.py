@@ -4,8 +4,6 @@ Registered on ``kvplan.cli.app`` when that module loads; kept apart so that cli.
 readable. Heavy work (planner, charts, matplotlib) is imported inside the commands.
 """
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,6 +18,9 @@ from kvplan.cli import (
     _print_json,
     _print_rich,
     app,
+    complete_gpu,
+    complete_model,
+    exit_codes_epilog,
 )
 
 if TYPE_CHECKING:
@@ -29,7 +30,12 @@ if TYPE_CHECKING:
 
 GpuOpt = Annotated[
     str,
-    typer.Option("--gpu", "-g", help="A catalog GPU (`kvplan gpus`): h100, h200, a100-80gb..."),
+    typer.Option(
+        "--gpu",
+        "-g",
+        autocompletion=complete_gpu,
+        help="A catalog GPU (`kvplan gpus`): h100, h200, a100-80gb...",
+    ),
 ]
 TpOpt = Annotated[
     int,
@@ -55,22 +61,27 @@ KvDtypeOpt = Annotated[
 
 
 def _efficiency(name: str, text: str) -> float:
-    from kvplan.errors import UnitError
+    from kvplan.perf import efficiency
 
-    try:
-        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise UnitError(f"{name}: {text!r} is not a fraction (0.8) or a percentage (80%)") from None
-    if not 0 < value <= 1:
-        raise UnitError(f"{name}: must be in (0, 1], got {text}")
-    return value
+    return float(efficiency(f"{name}:", text))  # "--bandwidth-efficiency: must be in ..."
+
+
+def _tokens(name: str, text: str) -> int:
+    """A token count of at least 1, as ``--context`` reads it; errors name the option."""
+    from kvplan.errors import UnitError
+    from kvplan.units import parse_tokens
+
+    tokens = _option(name, parse_tokens, text)
+    if tokens < 1:
+        raise UnitError(f"{name}: must be at least 1 token, got {text}")
+    return tokens
 
 
 def _kv(text: str | None) -> str | None:
     return None if text is None or text.strip().lower() == "auto" else text
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("perf"))
 def perf(
     model: ModelArg,
     gpu: GpuOpt,
@@ -117,12 +128,11 @@ def perf(
         from kvplan.hardware import find_gpu
         from kvplan.perf import alternatives
         from kvplan.perf import perf as perf_bounds
-        from kvplan.units import parse_tokens
 
         spec = load_model(model)
         device = find_gpu(gpu)
-        tokens = _option("--context", parse_tokens, context)
-        prompt_tokens = _option("--prompt", parse_tokens, prompt) if prompt else None
+        tokens = _tokens("--context", context)
+        prompt_tokens = _tokens("--prompt", prompt) if prompt else None
         bw = _efficiency("--bandwidth-efficiency", bandwidth_efficiency)
         ce = _efficiency("--compute-efficiency", compute_efficiency)
         kv = _kv(kv_cache_dtype)
@@ -147,6 +157,7 @@ def perf(
             bandwidth_efficiency=bw,
             compute_efficiency=ce,
             max_concurrency=alts[0].max_concurrency,  # "as given": the planner's answer
+            engine=engine,
         )
         if output is OutputFormat.json:
             _print_json(perfview.perf_to_dict(result, alts))
@@ -156,68 +167,60 @@ def perf(
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("compare"))
 def compare(
-    models: Annotated[list[str], typer.Argument(help="Two or more models.", show_default=False)],
+    models: Annotated[
+        list[str],
+        typer.Argument(
+            autocompletion=complete_model, help="Two or more models.", show_default=False
+        ),
+    ],
     context: Annotated[str, typer.Option("--context", "-c", help="Tokens per sequence.")] = "32K",
     gpu: Annotated[
         str | None,
-        typer.Option("--gpu", "-g", help="Adds max concurrency and the decode bound on it."),
+        typer.Option(
+            "--gpu",
+            "-g",
+            autocompletion=complete_gpu,
+            help="Adds max concurrency and the decode bound on it.",
+        ),
     ] = None,
     tensor_parallel_size: TpOpt = 1,
     kv_cache_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "ideal",
     output: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Models side by side: KV bytes per token, at --context, and with --gpu the most sequences
-    that fit and one sequence's decode speed (estimate at 80% bandwidth)."""
+    """Models side by side: the cache dtype each is served in (and why), KV bytes per token and
+    per sequence at --context, and with --gpu the most sequences that fit and one sequence's
+    decode speed (estimate at 80% bandwidth)."""
 
     def run() -> None:
         from kvplan import perfview
-        from kvplan.catalog import load_model
-        from kvplan.estimator import bytes_per_token, estimate
         from kvplan.hardware import find_gpu
-        from kvplan.perf import fit_concurrency
-        from kvplan.perf import perf as perf_bounds
-        from kvplan.units import parse_tokens
+        from kvplan.perf import compare as compare_models
 
-        tokens = _option("--context", parse_tokens, context)
+        tokens = _tokens("--context", context)
         device = find_gpu(gpu) if gpu else None
-        kv = _kv(kv_cache_dtype)
-        rows = []
-        for name in models:
-            spec = load_model(name)
-            fit = speed = None
-            note = ""
-            if device is not None and spec.num_parameters is not None:
-                fit = fit_concurrency(spec, device, tokens, tensor_parallel_size, kv, engine)
-                speed = perf_bounds(
-                    spec,
-                    device,
-                    context_tokens=tokens,
-                    tensor_parallel_size=tensor_parallel_size,
-                    kv_cache_dtype=kv,
-                ).decode.tokens_per_second(estimated=True)
-            elif device is not None:
-                note = "no num_parameters: weights unknown"
-            trained = spec.max_position_embeddings
-            if trained is not None and tokens > trained:
-                note = f"beyond its {trained:,}-token maximum" + (f"; {note}" if note else "")
-            rows.append(
-                perfview.CompareRow(
-                    spec.name,
-                    bytes_per_token(spec, kv),
-                    estimate(spec, tokens, kv_dtype=kv).kv_cache_bytes,
-                    fit,
-                    speed,
-                    note,
-                )
-            )
-        shown = device.display_name if device else None
+        rows = compare_models(
+            models,
+            tokens,
+            device,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=_kv(kv_cache_dtype),
+            engine=engine,
+        )
         if output is OutputFormat.json:
-            _print_json(perfview.compare_to_dict(tokens, device.name if device else None, rows))
+            doc = perfview.compare_to_dict(
+                tokens,
+                device.name if device else None,
+                rows,
+                engine=engine,
+                tensor_parallel_size=tensor_parallel_size,
+            )
+            _print_json(doc)
         else:
-            _print_rich([perfview.compare_view(tokens, shown, rows)])
+            shown = device.display_name if device else None
+            _print_rich(perfview.compare_view(tokens, shown, rows))
 
     _guard(run)
 
@@ -227,7 +230,7 @@ class ChartKind(str, Enum):
     throughput = "throughput"
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("chart"))
 def chart(
     models: Annotated[list[str], typer.Argument(help="One or more models.", show_default=False)],
     gpu: GpuOpt,
@@ -265,54 +268,73 @@ def chart(
     width: Annotated[int, typer.Option("--width", min=30, help="Terminal chart columns.")] = 72,
     height: Annotated[int, typer.Option("--height", min=8, help="Terminal chart rows.")] = 18,
 ) -> None:
-    """Draw KV memory against context, or decode throughput against concurrency."""
+    """Draw KV memory against context, or decode throughput against concurrency.
+
+    Each model's KV pool is drawn in its own marker (colour in files); throughput curves stop
+    at the most sequences that fit. Notes under the chart say where each curve stops and why
+    each cache has its dtype.
+    """
 
     def run() -> None:
         from kvplan.catalog import load_model
         from kvplan.charts import render_text, save_chart
         from kvplan.hardware import find_gpu
-        from kvplan.units import parse_tokens
 
         device = find_gpu(gpu)
         specs = [load_model(m) for m in models]
         dtypes = [_kv(d) for d in (kv_cache_dtype or ["auto"])]
         if kind is ChartKind.memory:
-            drawn = _memory_chart(specs, device, dtypes, tensor_parallel_size)
+            drawn = _memory_chart(specs, device, dtypes, tensor_parallel_size, engine)
         else:
-            tokens = _option("--context", parse_tokens, context)
+            tokens = _tokens("--context", context)
             drawn = _throughput_chart(specs, device, dtypes, tensor_parallel_size, tokens, engine)
         if out is None:
             typer.echo(render_text(drawn, width=width, height=height))
         else:
-            save_chart(drawn, out, force=force)
+            from kvplan.progress import progress
+
+            with progress(f"drawing {out} with matplotlib"):
+                save_chart(drawn, out, force=force)
             typer.echo(f"wrote {out}", err=True)
 
     _guard(run)
 
 
-def _label(name: str, dtype: str | None, dtypes: list[str | None]) -> str:
-    return name if len(dtypes) == 1 else f"{name} ({dtype or 'auto'})"
+def _series(spec: "ModelSpec", dtype: str | None, engine: str) -> tuple[str, str, str]:
+    """A curve's label (``gemma-2-9b, KV bfloat16``), its cache dtype and why that dtype."""
+    from kvplan.dtypes import cache_dtypes
+
+    found = cache_dtypes(spec, engine, kv_cache_dtype=dtype)
+    return f"{spec.name}, KV {found.kv_dtype}", found.kv_dtype, found.reason
 
 
-def _memory_chart(specs: list[ModelSpec], device: GPU, dtypes: list[str | None], tp: int) -> Chart:
+def _dtype_notes(curves: list[tuple[str, str, str]]) -> list[str]:
+    """Why each cache dtype: one line when every curve shares the dtype and the reason."""
+    reasons = {(kv, why) for _, kv, why in curves}
+    if len(reasons) == 1:
+        ((kv, why),) = reasons
+        return [f"KV cache {kv} for every curve: {why}"]
+    return ["why each cache dtype:", *(f"  {label}: {why}" for label, _, why in curves)]
+
+
+def _memory_chart(
+    specs: "list[ModelSpec]", device: "GPU", dtypes: list[str | None], tp: int, engine: str
+) -> "Chart":
     from kvplan.charts import Chart, HLine, Series
     from kvplan.perf import memory_curve
     from kvplan.planner import plan
 
     gib = 2**30
-    series, lines = [], []
+    series, lines, curves = [], [], []
     for spec in specs:
         top = spec.max_position_embeddings or 131072
         contexts = [2**k for k in range(10, 40) if 2**k <= top] or [top]
         for dtype in dtypes:
-            ys = memory_curve(spec, contexts, dtype)
-            series.append(
-                Series(
-                    _label(spec.name, dtype, dtypes),
-                    tuple(map(float, contexts)),
-                    tuple(y / gib for y in ys),
-                )
-            )
+            curve = _series(spec, dtype, engine)
+            curves.append(curve)
+            label = curve[0]
+            ys = memory_curve(spec, contexts, dtype, engine=engine)
+            series.append(Series(label, tuple(map(float, contexts)), tuple(y / gib for y in ys)))
             if spec.num_parameters is not None:
                 pool = (
                     plan(
@@ -324,7 +346,8 @@ def _memory_chart(specs: list[ModelSpec], device: GPU, dtypes: list[str | None],
                     ).kv_cache_memory_bytes
                     * tp
                 )
-                lines.append(HLine(f"KV pool: {_label(spec.name, dtype, dtypes)}", pool / gib))
+                pool_of = spec.name if len(dtypes) == 1 else label
+                lines.append(HLine(f"KV pool: {pool_of}", pool / gib, series=label))
     return Chart(
         title=f"KV cache of one sequence against context on {device.display_name} x{tp} (GiB)",
         x_label="context tokens",
@@ -332,25 +355,36 @@ def _memory_chart(specs: list[ModelSpec], device: GPU, dtypes: list[str | None],
         series=tuple(series),
         hlines=tuple(lines),
         log_x=True,
+        y_unit="GiB",
+        notes=tuple(_dtype_notes(curves)),
     )
 
 
 def _throughput_chart(
-    specs: list[ModelSpec],
-    device: GPU,
+    specs: "list[ModelSpec]",
+    device: "GPU",
     dtypes: list[str | None],
     tp: int,
     tokens: int,
     engine: str,
-) -> Chart:
+) -> "Chart":
     from kvplan.charts import Chart, Series
     from kvplan.perf import fit_concurrency
     from kvplan.perf import perf as perf_bounds
+    from kvplan.units import format_count
 
-    series = []
+    who = "vLLM's block pool" if engine == "vllm" else "kvplan's planner"
+    series, stops, curves = [], [], []
     for spec in specs:
         for dtype in dtypes:
-            fit = fit_concurrency(spec, device, tokens, tp, dtype, engine) or 1
+            curve = _series(spec, dtype, engine)
+            curves.append(curve)
+            label = curve[0]
+            fit = fit_concurrency(spec, device, tokens, tp, dtype, engine)
+            if not fit:
+                series.append(Series(label, (), (), end_label=f"none fits at {tokens:,} tokens"))
+                stops.append(f"  {label}: not one sequence of {tokens:,} tokens fits")
+                continue
             result = perf_bounds(
                 spec,
                 device,
@@ -358,14 +392,17 @@ def _throughput_chart(
                 tensor_parallel_size=tp,
                 kv_cache_dtype=dtype,
                 max_concurrency=fit,
+                engine=engine,
             )
             series.append(
                 Series(
-                    _label(spec.name, dtype, dtypes),
+                    label,
                     tuple(float(s.batch_size) for s in result.curve),
                     tuple(float(s.tokens_per_second(estimated=True)) for s in result.curve),
+                    end_label=f"fits up to {fit:,}",
                 )
             )
+            stops.append(f"  {label}: stops at {format_count(fit, 'sequence')}, the most that fit")
     return Chart(
         title=f"decode tokens/s against concurrency at {tokens:,} tokens on"
         f" {device.display_name} x{tp} (estimate)",
@@ -373,4 +410,9 @@ def _throughput_chart(
         y_label="tokens/s",
         series=tuple(series),
         log_x=True,
+        notes=(
+            f"each curve stops where its KV pool is full ({who}):",
+            *stops,
+            *_dtype_notes(curves),
+        ),
     )

@@ -15,17 +15,28 @@ the whole embedding table as read, as rough estimates do, gives 209.
 Bounds are exact rationals (``Fraction`` seconds); the efficiencies turn them into estimates:
 decode kernels typically reach 70-85 % of HBM bandwidth and prefill GEMMs 50-70 % of dense
 peak, hence the defaults 0.80 and 0.60, shown apart from the pure bound.
+
+The cache and the weights are sized in the dtype the engine serves the model in
+(:func:`kvplan.dtypes.cache_dtypes`): Gemma 2 9B, a float32 checkpoint, is served and cached in
+bfloat16. What the bounds leave out is listed by :func:`not_modelled` and printed with them.
+
+Public functions take a ``ModelSpec`` or a model name (``load_model``), a ``GPU`` or a GPU name
+(``find_gpu``), token counts as integers or strings as the command line reads them (``"32K"``),
+and raise ``UnitError`` for a bool, a float or anything else that is not a whole count.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
+from kvplan.dtypes import CacheDTypes, cache_dtypes
 from kvplan.errors import UnitError
-from kvplan.estimator import cache_dtypes
-from kvplan.hardware import GPU
+from kvplan.hardware import GPU, find_gpu
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -36,7 +47,7 @@ from kvplan.layers import (
     tokens_retained,
 )
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, cdiv
+from kvplan.units import DType, cdiv, parse_tokens
 from kvplan.weights import model_weights
 
 DEFAULT_BANDWIDTH_EFFICIENCY = Fraction(4, 5)
@@ -127,11 +138,15 @@ class Perf:
     model: str
     gpu: GPU
     tensor_parallel_size: int
-    kv_dtype: str
+    kv_dtype: str  # the cache dtype, ``k/v`` when K and V differ
     decode: DecodeStep
     prefill: Prefill
     curve: tuple[DecodeStep, ...]
     max_concurrency: int | None
+    model_dtype: str = ""  # the dtype the model runs in: weights and activations
+    kv_dtype_reason: str = ""  # why the cache has that dtype, in words
+    engine: str = "ideal"
+    not_modelled: tuple[str, ...] = ()  # what the bounds leave out, one phrase each
 
     @property
     def compute_bound_from(self) -> int | None:
@@ -144,8 +159,7 @@ class _Model:
     """What the bounds need from a spec, sized once."""
 
     layers: tuple[tuple[LayerCache, int], ...]  # rank-local layers and their counts
-    k_dtype: DType
-    v_dtype: DType
+    dtypes: CacheDTypes
     layers_bytes: int  # all layer weights, whole model
     head_bytes: int  # the output head (the embedding when tied)
     row_bytes: int  # one embedding row
@@ -155,18 +169,27 @@ class _Model:
     tp: int
     mla_dims: tuple[int, int]  # prefill QK and V dims per head for MLA (decompressed)
 
+    @property
+    def k_dtype(self) -> DType:
+        return self.dtypes.k
+
+    @property
+    def v_dtype(self) -> DType:
+        return self.dtypes.v
+
 
 def _model(
     spec: ModelSpec,
     tp: int,
     kv_cache_dtype: str | None,
-    weights_dtype: str | None,
+    dtype: str | None,
     quantization: str | None,
+    engine: str = "ideal",
 ) -> _Model:
-    if tp < 1:
-        raise UnitError(f"tensor_parallel_size must be at least 1, got {tp}")
-    k, v = cache_dtypes(spec, kv_cache_dtype, None, None)
-    weights = model_weights(spec, weights_dtype, quantization)
+    dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype, dtype=dtype)
+    # the weights in the dtype the engine runs the model in: a float32 checkpoint served in
+    # bfloat16 reads 2 B a parameter, not 4
+    weights = model_weights(spec, dtypes.model.name, quantization)
     counts: dict[LayerCache, int] = {}
     for layer, n in spec.layer_groups:
         shard = layer.shard(tp)
@@ -175,8 +198,7 @@ def _model(
     nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim or 0
     return _Model(
         layers=tuple(counts.items()),
-        k_dtype=k,
-        v_dtype=v,
+        dtypes=dtypes,
         layers_bytes=weights.layers_bytes,
         head_bytes=weights.lm_head_bytes or weights.embedding_bytes,
         row_bytes=cdiv(weights.embedding_bytes, spec.vocab_size or 1) if hidden else 0,
@@ -279,6 +301,120 @@ def prefill_bound(m: _Model, gpu: GPU, prompt_tokens: int, ce: Fraction) -> Pref
     )
 
 
+# -- arguments --------------------------------------------------------------------------------
+
+
+def _spec(spec: ModelSpec | str | Path) -> ModelSpec:
+    """A spec as given, or the one a name or path loads (``kvplan.catalog.load_model``)."""
+    if isinstance(spec, ModelSpec):
+        return spec
+    if isinstance(spec, str | Path):
+        from kvplan.catalog import load_model
+
+        return load_model(spec)
+    raise UnitError(f"a model is a ModelSpec or a model name such as 'qwen3-8b', not {spec!r}")
+
+
+def _gpu(gpu: GPU | str, rates: bool = True) -> GPU:
+    """A GPU as given, or the catalog GPU of that name; speed bounds (``rates``) need its HBM
+    bandwidth and peak, which a device described by its memory alone lacks."""
+    if isinstance(gpu, str):
+        gpu = find_gpu(gpu)
+    elif not isinstance(gpu, GPU):
+        raise UnitError(f"a GPU is a GPU or a catalog name such as 'h100', not {gpu!r}")
+    if rates and (gpu.bandwidth_bytes_per_s <= 0 or gpu.bf16_flops <= 0):
+        raise UnitError(
+            f"GPU {gpu.name!r} has no HBM bandwidth or bf16 peak: speed bounds need a catalog GPU"
+        )
+    return gpu
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    """An integer of at least ``minimum``; a bool or a float is refused, not rounded."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise UnitError(f"{name} must be an integer, not {value!r}")
+    if value < minimum:
+        raise UnitError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def _tokens(name: str, value: object, minimum: int = 1) -> int:
+    """A token count: an integer, or a string as ``--context`` reads it (``"32K"`` = 32,768)."""
+    if isinstance(value, str):
+        try:
+            value = parse_tokens(value)
+        except UnitError as e:
+            raise UnitError(f"{name}: {e}") from None
+    return _count(name, value, minimum)
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise UnitError(f"{name} must be a name such as 'fp8', not {value!r}")
+
+
+def efficiency(name: str, value: Fraction | float | str) -> Fraction:
+    """An achieved fraction in (0, 1]: ``0.8``, ``Fraction(4, 5)``, ``"0.8"`` or ``"80%"``."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = Fraction(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+        except (ValueError, ZeroDivisionError):
+            raise UnitError(
+                f"{name} {value!r} is not a fraction (0.8) or a percentage (80%)"
+            ) from None
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise UnitError(f"{name} must be a number in (0, 1], not {value!r}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise UnitError(f"{name} must be in (0, 1], got {value}")
+    else:
+        parsed = Fraction(value)
+    if not 0 < parsed <= 1:
+        shown = value if isinstance(value, str) else float(parsed)
+        raise UnitError(f"{name} must be in (0, 1], got {shown}")
+    return parsed
+
+
+def _engine(engine: object) -> str:
+    if engine not in ENGINES:
+        raise UnitError(f"--engine: {engine!r} is not modelled for speed; allowed: ideal, vllm")
+    return str(engine)
+
+
+# -- bounds -----------------------------------------------------------------------------------
+
+ENGINES = ("ideal", "vllm")
+
+
+def not_modelled(spec: ModelSpec | str, tensor_parallel_size: int = 1) -> tuple[str, ...]:
+    """What the bounds leave out for this deployment, one phrase each; the deployment's own
+    omissions (tensor-parallel traffic, MoE routing) first."""
+    spec = _spec(spec)
+    tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
+    found = []
+    if tp > 1:
+        found.append(
+            f"tensor-parallel communication: the all-reduces of each layer across {tp} ranks"
+            " (ranks are taken to split bytes and FLOPs evenly and to run in step)"
+        )
+    total = spec.num_parameters or 0
+    if (spec.num_active_parameters or total) < total:
+        found.append(
+            "MoE routing: expert load imbalance and experts shared within a batch (each"
+            " sequence is taken to read its own active experts, up to all of them);"
+            " expert-parallel all-to-all"
+        )
+    found += [
+        "pipeline parallelism and its bubbles (one stage holds every layer)",
+        "speculative decoding (one token per sequence a step)",
+        "prefill and decode sharing a step (continuous batching, chunked prefill)",
+        "activation traffic, norms, softmax and sampling; kernel launches and scheduler time",
+        "faster low-precision tensor cores and dequantization (FLOPs run at the dense bf16 peak)",
+    ]
+    return tuple(found)
+
+
 def _ladder(top: int) -> list[int]:
     """1, 2, 4, ... up to ``top``, with ``top`` itself last."""
     steps, b = [], 1
@@ -290,42 +426,60 @@ def _ladder(top: int) -> list[int]:
 
 
 def perf(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
-    context_tokens: int,
+    context_tokens: int | str,
     concurrency: int = 1,
-    prompt_tokens: int | None = None,
+    prompt_tokens: int | str | None = None,
     tensor_parallel_size: int = 1,
     kv_cache_dtype: str | None = None,
     dtype: str | None = None,
     quantization: str | None = None,
-    bandwidth_efficiency: Fraction | float = DEFAULT_BANDWIDTH_EFFICIENCY,
-    compute_efficiency: Fraction | float = DEFAULT_COMPUTE_EFFICIENCY,
+    bandwidth_efficiency: Fraction | float | str = DEFAULT_BANDWIDTH_EFFICIENCY,
+    compute_efficiency: Fraction | float | str = DEFAULT_COMPUTE_EFFICIENCY,
     max_concurrency: int | None = None,
     curve: Sequence[int] | None = None,
+    engine: str = "ideal",
 ) -> Perf:
     """Decode bounds at ``concurrency`` sequences of ``context_tokens``, the prefill bound of a
     ``prompt_tokens`` prompt (default: the context), and the decode curve over ``curve`` batch
-    sizes (default 1, 2, 4, ... up to ``max_concurrency`` or ``concurrency``)."""
-    bw, ce = Fraction(bandwidth_efficiency), Fraction(compute_efficiency)
-    for name, value in (("bandwidth_efficiency", bw), ("compute_efficiency", ce)):
-        if not 0 < value <= 1:
-            raise UnitError(f"{name} must be in (0, 1], got {float(value)}")
-    if concurrency < 1:
-        raise UnitError(f"concurrency must be at least 1, got {concurrency}")
-    m = _model(spec, tensor_parallel_size, kv_cache_dtype, dtype, quantization)
-    top = max(concurrency, max_concurrency or 1)
-    sizes = list(curve) if curve is not None else _ladder(top)
+    sizes (default 1, 2, 4, ... up to ``max_concurrency`` or ``concurrency``).
+
+    ``engine`` (``ideal`` or ``vllm``) decides the dtype the model and its cache are served in
+    (``kvplan.dtypes.cache_dtypes``); ``dtype`` is its ``--dtype``. Raises ``UnitError`` for an
+    argument that cannot be used, ``SpecError`` for a spec without ``num_parameters``.
+    """
+    spec, gpu = _spec(spec), _gpu(gpu)
+    tokens = _tokens("context_tokens", context_tokens)
+    concurrency = _count("concurrency", concurrency, 1)
+    prompt = tokens if prompt_tokens is None else _tokens("prompt_tokens", prompt_tokens)
+    tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
+    fit = None if max_concurrency is None else _count("max_concurrency", max_concurrency, 0)
+    bw = efficiency("bandwidth_efficiency", bandwidth_efficiency)
+    ce = efficiency("compute_efficiency", compute_efficiency)
+    quantization = _optional_str("quantization", quantization)
+    engine = _engine(engine)
+    if curve is not None:
+        if isinstance(curve, str) or not isinstance(curve, Sequence):
+            raise UnitError(f"curve must be a sequence of batch sizes, not {curve!r}")
+        sizes = [_count("curve batch size", b, 1) for b in curve]
+    else:
+        sizes = _ladder(max(concurrency, fit or 1))
+    m = _model(spec, tp, kv_cache_dtype, dtype, quantization, engine)
     return Perf(
         model=spec.name,
         gpu=gpu,
-        tensor_parallel_size=tensor_parallel_size,
-        kv_dtype=m.k_dtype.name if m.k_dtype == m.v_dtype else f"{m.k_dtype.name}/{m.v_dtype.name}",
-        decode=decode_step(m, gpu, concurrency, context_tokens, bw, ce),
-        prefill=prefill_bound(m, gpu, prompt_tokens or context_tokens, ce),
-        curve=tuple(decode_step(m, gpu, b, context_tokens, bw, ce) for b in sizes),
-        max_concurrency=max_concurrency,
+        tensor_parallel_size=tp,
+        kv_dtype=m.dtypes.kv_dtype,
+        decode=decode_step(m, gpu, concurrency, tokens, bw, ce),
+        prefill=prefill_bound(m, gpu, prompt, ce),
+        curve=tuple(decode_step(m, gpu, b, tokens, bw, ce) for b in sizes),
+        max_concurrency=fit,
+        model_dtype=m.dtypes.model.name,
+        kv_dtype_reason=m.dtypes.reason,
+        engine=engine,
+        not_modelled=not_modelled(spec, tp),
     )
 
 
@@ -335,81 +489,171 @@ class Alternative:
 
     label: str
     context_tokens: int
-    kv_cache_dtype: str | None
+    kv_cache_dtype: str | None  # as asked: None for the model's own
     max_concurrency: int
     step: DecodeStep | None  # decode at max_concurrency; None when nothing fits
-
-
-ENGINES = ("ideal", "vllm")
+    kv_dtype: str = ""  # the cache dtype that gives: ``bfloat16``, ``fp8_e4m3``
+    kv_dtype_reason: str = ""
 
 
 def fit_concurrency(
-    spec: ModelSpec,
-    gpu: GPU,
-    context_tokens: int,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
+    context_tokens: int | str,
     tensor_parallel_size: int = 1,
     kv_cache_dtype: str | None = None,
     engine: str = "ideal",
 ) -> int:
     """Sequences of ``context_tokens`` that fit at once (0 when none): kvplan's ideal planner,
     or vLLM's own figure (its block pool over blocks per request, rounded down)."""
-    if engine == "vllm":
+    spec, gpu = _spec(spec), _gpu(gpu, rates=False)
+    tokens = _tokens("context_tokens", context_tokens)
+    tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
+    kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
+    if _engine(engine) == "vllm":
         from kvplan.engines import vllm
 
         cfg = vllm.VllmConfig(
-            max_model_len=context_tokens,
+            max_model_len=tokens,
             kv_cache_dtype=kv_cache_dtype,
-            tensor_parallel_size=tensor_parallel_size,
+            tensor_parallel_size=tp,
         )
         return int(vllm.profile(spec, gpu, cfg).max_concurrency)
-    if engine != "ideal":
-        raise UnitError(f"--engine: {engine!r} is not modelled for speed; allowed: ideal, vllm")
     from kvplan.planner import plan
 
     found = plan(
         spec,
         gpu,
-        tensor_parallel_size=tensor_parallel_size,
-        max_model_len=context_tokens,
+        tensor_parallel_size=tp,
+        max_model_len=tokens,
         kv_cache_dtype=kv_cache_dtype,
     ).max_concurrency
     return found or 0
 
 
 def alternatives(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
-    context_tokens: int,
+    context_tokens: int | str,
     tensor_parallel_size: int = 1,
     kv_cache_dtype: str | None = None,
-    bandwidth_efficiency: Fraction | float = DEFAULT_BANDWIDTH_EFFICIENCY,
-    compute_efficiency: Fraction | float = DEFAULT_COMPUTE_EFFICIENCY,
+    bandwidth_efficiency: Fraction | float | str = DEFAULT_BANDWIDTH_EFFICIENCY,
+    compute_efficiency: Fraction | float | str = DEFAULT_COMPUTE_EFFICIENCY,
     engine: str = "ideal",
 ) -> list[Alternative]:
     """As configured, with an fp8 KV cache, and at half the context: how many sequences fit
-    (the planner's answer) and the decode throughput there."""
-    bw, ce = Fraction(bandwidth_efficiency), Fraction(compute_efficiency)
-    cases = [("as given", context_tokens, kv_cache_dtype)]
-    if (kv_cache_dtype or "").lower() not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-        cases.append(("fp8 KV cache", context_tokens, "fp8"))
-    if context_tokens >= 2:
-        cases.append(("half the context", context_tokens // 2, kv_cache_dtype))
+    (the planner's answer, or vLLM's with ``engine="vllm"``) and the decode throughput there.
+    The fp8 case is left out when the cache is fp8 already."""
+    spec, gpu = _spec(spec), _gpu(gpu)
+    tokens = _tokens("context_tokens", context_tokens)
+    tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
+    bw = efficiency("bandwidth_efficiency", bandwidth_efficiency)
+    ce = efficiency("compute_efficiency", compute_efficiency)
+    engine = _engine(engine)
+    kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
+    given = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype)
+    cases = [("as given", tokens, kv_cache_dtype)]
+    if not (given.k.name.startswith("fp8") and given.v.name.startswith("fp8")):
+        cases.append(("fp8 KV cache", tokens, "fp8"))
+    if tokens >= 2:
+        cases.append(("half the context", tokens // 2, kv_cache_dtype))
     out = []
-    for label, tokens, kv in cases:
-        fit = fit_concurrency(spec, gpu, tokens, tensor_parallel_size, kv, engine)
-        step = None
-        if fit:
-            m = _model(spec, tensor_parallel_size, kv, None, None)
-            step = decode_step(m, gpu, fit, tokens, bw, ce)
-        out.append(Alternative(label, tokens, kv, fit, step))
+    for label, length, kv in cases:
+        m = _model(spec, tp, kv, None, None, engine)
+        fit = fit_concurrency(spec, gpu, length, tp, kv, engine)
+        step = decode_step(m, gpu, fit, length, bw, ce) if fit else None
+        out.append(Alternative(label, length, kv, fit, step, m.dtypes.kv_dtype, m.dtypes.reason))
     return out
 
 
 def memory_curve(
-    spec: ModelSpec, contexts: Sequence[int], kv_cache_dtype: str | None = None
+    spec: ModelSpec | str,
+    contexts: Sequence[int | str],
+    kv_cache_dtype: str | None = None,
+    *,
+    engine: str = "ideal",
 ) -> list[int]:
-    """The KV cache of one sequence at each context length, in bytes."""
+    """The KV cache of one sequence at each context length, in bytes, in the cache dtype
+    ``engine`` serves (``kvplan.dtypes.cache_dtypes``)."""
     from kvplan.estimator import estimate
 
-    return [estimate(spec, c, kv_dtype=kv_cache_dtype).kv_cache_bytes for c in contexts]
+    spec = _spec(spec)
+    if isinstance(contexts, str) or not isinstance(contexts, Sequence):
+        raise UnitError(f"contexts must be a sequence of token counts, not {contexts!r}")
+    tokens = [_tokens("context_tokens", c, 0) for c in contexts]
+    dtypes = cache_dtypes(spec, _engine(engine), kv_cache_dtype=kv_cache_dtype)
+    k, v = dtypes.k.name, dtypes.v.name
+    return [estimate(spec, t, k_dtype=k, v_dtype=v).kv_cache_bytes for t in tokens]
+
+
+# -- models side by side ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One model of ``compare``: its cache at the context and, on a GPU, what fits and how
+    fast one sequence decodes (estimate). ``None`` where there is no GPU or no weights."""
+
+    model: str
+    kv_dtype: str
+    kv_dtype_reason: str
+    model_dtype: str
+    bytes_per_token: int  # one more token of one sequence, at a short context
+    kv_cache_bytes: int  # one sequence at the context
+    max_concurrency: int | None
+    decode_tokens_per_second: Fraction | None  # one sequence, estimate
+    note: str
+
+
+def compare(
+    models: Sequence[ModelSpec | str],
+    context_tokens: int | str,
+    gpu: GPU | str | None = None,
+    *,
+    tensor_parallel_size: int = 1,
+    kv_cache_dtype: str | None = None,
+    engine: str = "ideal",
+) -> list[Comparison]:
+    """Each model's KV bytes per token and at ``context_tokens``, in the cache dtype ``engine``
+    serves it in; with a ``gpu`` also the sequences that fit and one sequence's decode speed."""
+    from kvplan.estimator import estimate
+
+    if isinstance(models, str) or not isinstance(models, Sequence):
+        raise UnitError(f"models must be a sequence of specs or names, not {models!r}")
+    tokens = _tokens("context_tokens", context_tokens)
+    device = None if gpu is None else _gpu(gpu)
+    tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
+    engine = _engine(engine)
+    kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
+    rows = []
+    for given in models:
+        spec = _spec(given)
+        dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype)
+        k, v = dtypes.k.name, dtypes.v.name
+        fit = speed = None
+        notes = []
+        trained = spec.max_position_embeddings
+        if trained is not None and tokens > trained:
+            notes.append(f"beyond its {trained:,}-token maximum")
+        if device is not None and spec.num_parameters is not None:
+            fit = fit_concurrency(spec, device, tokens, tp, kv_cache_dtype, engine)
+            m = _model(spec, tp, kv_cache_dtype, None, None, engine)
+            bw, ce = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
+            speed = decode_step(m, device, 1, tokens, bw, ce).tokens_per_second(estimated=True)
+        elif device is not None:
+            notes.append("no num_parameters: weights unknown")
+        rows.append(
+            Comparison(
+                model=spec.name,
+                kv_dtype=dtypes.kv_dtype,
+                kv_dtype_reason=dtypes.reason,
+                model_dtype=dtypes.model.name,
+                bytes_per_token=estimate(spec, 0, k_dtype=k, v_dtype=v).bytes_per_token,
+                kv_cache_bytes=estimate(spec, tokens, k_dtype=k, v_dtype=v).kv_cache_bytes,
+                max_concurrency=fit,
+                decode_tokens_per_second=speed,
+                note="; ".join(notes),
+            )
+        )
+    return rows

@@ -3,14 +3,13 @@ unit conversion for display."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.perf import Alternative, DecodeStep, Perf
+from kvplan.perf import Alternative, Comparison, DecodeStep, Perf
 from kvplan.units import format_bytes
 
 SCHEMA_VERSION = 1
@@ -49,6 +48,9 @@ def perf_to_dict(result: Perf, alternatives: list[Alternative]) -> dict[str, Any
         "gpu": result.gpu.name,
         "tensor_parallel_size": result.tensor_parallel_size,
         "kv_cache_dtype": result.kv_dtype,
+        "kv_cache_dtype_reason": result.kv_dtype_reason,
+        "model_dtype": result.model_dtype,
+        "engine": result.engine,
         "bandwidth_bytes_per_second": result.gpu.bandwidth_bytes_per_s,
         "peak_flops": result.gpu.bf16_flops,
         "bandwidth_efficiency": float(d.bandwidth_efficiency),
@@ -70,12 +72,19 @@ def perf_to_dict(result: Perf, alternatives: list[Alternative]) -> dict[str, Any
                 "label": a.label,
                 "context_tokens": a.context_tokens,
                 "kv_cache_dtype": a.kv_cache_dtype,
+                "resolved_kv_cache_dtype": a.kv_dtype,
+                "kv_cache_dtype_reason": a.kv_dtype_reason,
                 "max_concurrency": a.max_concurrency,
                 "decode": _step_dict(a.step) if a.step else None,
             }
             for a in alternatives
         ],
+        "not_modelled": list(result.not_modelled),
     }
+
+
+def _not_modelled(items: tuple[str, ...]) -> Text:
+    return Text("\n".join(["not modelled (the bounds leave out):", *(f"  - {i}" for i in items)]))
 
 
 def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
@@ -83,7 +92,8 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
     head = Text(
         f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"
         f" {float(gpu.bandwidth_bytes_per_s) / 1e12:.2f} TB/s, {gpu.bf16_flops / 1e12:,.0f}"
-        f" dense bf16 TFLOP/s), KV {result.kv_dtype}"
+        f" dense bf16 TFLOP/s)\nKV cache {result.kv_dtype}, weights {result.model_dtype}."
+        f" Why {result.kv_dtype}: {result.kv_dtype_reason}"
     )
     decode = Table(title=f"decode: {d.batch_size} x {d.context_tokens:,} tokens, one step")
     decode.add_column("")
@@ -119,6 +129,8 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
         mark = " <- compute-bound from here" if s.batch_size == result.compute_bound_from else ""
         if result.max_concurrency is not None and s.batch_size > result.max_concurrency:
             mark += " (exceeds the KV pool)"
+        elif s.batch_size == result.max_concurrency:
+            mark += " <- the most that fit"
         curve.add_row(
             f"{s.batch_size:,}",
             f"{float(s.estimate_seconds) * 1000:,.2f}",
@@ -136,34 +148,37 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
             alt.add_row(
                 a.label,
                 f"{a.context_tokens:,}",
-                a.kv_cache_dtype or "model",
+                a.kv_dtype or a.kv_cache_dtype or "model",
                 f"{a.max_concurrency:,}",
                 _rate(a.step.tokens_per_second(True)) if a.step else "-",
             )
         items.append(alt)
+    items.append(_not_modelled(result.not_modelled))
     return items
 
 
-@dataclass(frozen=True, slots=True)
-class CompareRow:
-    model: str
-    bytes_per_token: int
-    kv_bytes_at_context: int
-    max_concurrency: int | None
-    decode_tokens_per_second: Fraction | None  # one sequence, estimate
-    note: str
-
-
-def compare_to_dict(context_tokens: int, gpu: str | None, rows: list[CompareRow]) -> dict[str, Any]:
+def compare_to_dict(
+    context_tokens: int,
+    gpu: str | None,
+    rows: list[Comparison],
+    *,
+    engine: str = "ideal",
+    tensor_parallel_size: int = 1,
+) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "context_tokens": context_tokens,
         "gpu": gpu,
+        "engine": engine,
+        "tensor_parallel_size": tensor_parallel_size,
         "models": [
             {
                 "model": r.model,
+                "kv_cache_dtype": r.kv_dtype,
+                "kv_cache_dtype_reason": r.kv_dtype_reason,
+                "model_dtype": r.model_dtype,
                 "bytes_per_token": r.bytes_per_token,
-                "kv_cache_bytes": r.kv_bytes_at_context,
+                "kv_cache_bytes": r.kv_cache_bytes,
                 "max_concurrency": r.max_concurrency,
                 "decode_tokens_per_second": (
                     None
@@ -177,18 +192,45 @@ def compare_to_dict(context_tokens: int, gpu: str | None, rows: list[CompareRow]
     }
 
 
-def compare_view(context_tokens: int, gpu: str | None, rows: list[CompareRow]) -> Table:
+def compare_view(context_tokens: int, gpu: str | None, rows: list[Comparison]) -> list[Any]:
+    """The table, with only the columns some model has a value in, then why each cache dtype."""
     where = f" on {gpu}" if gpu else ""
-    table = Table(title=f"side by side at {context_tokens:,} tokens{where}")
-    for col in ("model", "KV / token", "KV at context", "max sequences", "decode tok/s", ""):
-        table.add_column(col, justify="left" if col in ("model", "") else "right")
-    for r in rows:
-        table.add_row(
-            r.model,
-            format_bytes(r.bytes_per_token),
-            format_bytes(r.kv_bytes_at_context),
-            "-" if r.max_concurrency is None else f"{r.max_concurrency:,}",
-            "-" if r.decode_tokens_per_second is None else _rate(r.decode_tokens_per_second),
-            r.note,
+    table = Table(title=f"side by side at {context_tokens:,} tokens a sequence{where}")
+    columns: list[tuple[str, list[str]]] = [
+        ("model", [r.model for r in rows]),
+        ("KV dtype", [r.kv_dtype for r in rows]),
+        ("KV / token", [format_bytes(r.bytes_per_token) for r in rows]),
+        ("KV / sequence", [format_bytes(r.kv_cache_bytes) for r in rows]),
+    ]
+    if any(r.max_concurrency is not None for r in rows):
+        columns.append(
+            (
+                "max sequences",
+                ["-" if r.max_concurrency is None else f"{r.max_concurrency:,}" for r in rows],
+            )
         )
-    return table
+    if any(r.decode_tokens_per_second is not None for r in rows):
+        columns.append(
+            (
+                "decode tok/s (1 seq, est.)",
+                [
+                    "-" if r.decode_tokens_per_second is None else _rate(r.decode_tokens_per_second)
+                    for r in rows
+                ],
+            )
+        )
+    if any(r.note for r in rows):
+        columns.append(("note", [r.note for r in rows]))
+    for name, _ in columns:
+        table.add_column(name, justify="left" if name in ("model", "KV dtype", "note") else "right")
+    for cells in zip(*(values for _, values in columns), strict=True):
+        table.add_row(*cells)
+    reasons = {(r.kv_dtype, r.kv_dtype_reason) for r in rows}
+    if len(reasons) == 1:
+        ((kv, why),) = reasons
+        lines = [f"KV cache {kv} for every model: {why}"]
+    else:
+        width = max(len(r.model) for r in rows)
+        lines = ["why each cache dtype:"]
+        lines += [f"  {r.model:<{width}}  {r.kv_dtype}: {r.kv_dtype_reason}" for r in rows]
+    return [table, Text("\n".join(lines))]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.charts import (
+    COLORS,
     PLOT_HINT,
     Chart,
     HLine,
@@ -356,3 +357,106 @@ def test_missing_matplotlib_says_how_to_install(
         "pip install 'kvplan[plot]'"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# -- reference lines that belong to a series, lines that stop on purpose, notes -------------
+
+# Two flat series at 0 and 1 and two pools at 4: y ticks 0..5 (4.2 with headroom), so y sits
+# on row 20 - 4y of a 41 x 21 plot; both pools share row 4.
+POOLS = Chart(
+    "pools",
+    "x",
+    "GiB",
+    (Series("a", (0, 1), (0, 0)), Series("b", (0, 1), (1, 1))),
+    hlines=(HLine("pool a", 4, series="a"), HLine("pool b", 4, series="b"), HLine("plain", 2)),
+    y_unit="GiB",
+    notes=("why: a note",),
+)
+
+
+def test_linked_lines_carry_their_series_marker() -> None:
+    text = render_text(POOLS, width=41, height=21)
+    rows = plot_rows(text)
+    # line 0 puts "*" on columns 0, 4, 8, ...; line 1 "o" on 1, 5, 9, ...; dashes between
+    assert rows[4] == ("*o--" * 11)[:41]
+    assert rows[12] == "-" * 41  # the unlinked line at 2: plain dashes
+    assert rows[16] == "o" * 41
+    assert rows[20] == "*" * 41
+    assert text.splitlines()[-7:] == [
+        "  * a",
+        "  o b",
+        "  -*- pool a (4 GiB)",
+        "  -o- pool b (4 GiB)",
+        "  - plain (2 GiB)",
+        "",
+        "why: a note",
+    ]
+
+
+def test_a_line_linked_to_no_series_is_a_caller_bug() -> None:
+    with pytest.raises(ValueError, match="no series 'c'"):
+        Chart("c", "x", "y", (Series("a", (0,), (0,)),), hlines=(HLine("pool", 1, series="c"),))
+
+
+# A line that stops at (2, 2) beside a point at (4, 0): x ticks 0, 2, 4 put x at column 10x;
+# y ticks 0..2.5 on a step of 0.5 (2.1 with headroom) put y at row 20 - 8y.
+STOPS = Chart(
+    "stops",
+    "x",
+    "y",
+    (Series("b", (0, 2), (0, 2), end_label="fits up to 2"), Series("far", (4,), (0,))),
+)
+
+
+def test_end_label_is_written_beside_the_last_point() -> None:
+    text = render_text(STOPS, width=41, height=21)
+    rows = plot_rows(text)
+    assert rows[4][20] == "*"  # the last point: column 20, row 20 - 16
+    assert rows[4][21:37] == " <- fits up to 2"
+    assert rows[20][40] == "o"
+    assert "  * b: fits up to 2" in text.splitlines()
+
+
+def test_end_label_goes_left_when_the_right_is_full() -> None:
+    # y = x to (4, 4) ends on the right edge (column 40, row 4): the label ends left of it
+    chart = Chart("edge", "x", "y", (Series("d", (0, 4), (0, 4), end_label="up to 4"),))
+    rows = plot_rows(render_text(chart, width=41, height=21))
+    assert rows[4].rstrip().endswith("up to 4 ->**")
+
+
+def test_an_empty_series_is_named_in_the_legend_only() -> None:
+    chart = Chart(
+        "none",
+        "n",
+        "tok/s",
+        (Series("big", (), (), end_label="none fits"), Series("s", (1.0, 2.0), (1, 2))),
+        log_x=True,
+    )
+    text = render_text(chart, width=30, height=8)
+    assert "*" not in "".join(plot_rows(text))
+    assert "  * big: none fits" in text.splitlines()
+
+
+def _dashed_strokes(svg: str) -> set[str]:
+    """The stroke colours of the dashed paths of a matplotlib SVG (the reference lines)."""
+    styles = [part.split('"', 1)[0] for part in svg.split('style="')[1:]]
+    return {s.split("stroke: ", 1)[1].split(";")[0] for s in styles if "stroke-dasharray" in s}
+
+
+def test_svg_draws_linked_lines_in_their_series_colour(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "pools.svg"
+    save_chart(POOLS, target)
+    svg = target.read_text(encoding="utf-8")
+    # series a and b in the first two colours, the plain line in grey 0.35 (0x59 = 89)
+    assert _dashed_strokes(svg) == {COLORS[0], COLORS[1], "#595959"}
+    assert "<!-- why: a note -->" in svg  # the notes, under the axes
+
+
+def test_svg_marks_where_a_line_stops(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "stops.svg"
+    save_chart(STOPS, target)
+    svg = target.read_text(encoding="utf-8")
+    assert "<!-- fits up to 2 -->" in svg  # beside the last point
+    assert "<!-- b: fits up to 2 -->" in svg  # in the legend

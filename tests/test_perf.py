@@ -5,15 +5,35 @@ from __future__ import annotations
 import json
 import struct
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from kvplan import find_gpu, load_model, model_weights, parse_spec, plan
+from kvplan import (
+    ModelNotFoundError,
+    UnknownGPUError,
+    custom_gpu,
+    find_gpu,
+    load_model,
+    model_weights,
+    parse_spec,
+    perfview,
+    plan,
+)
+from kvplan.charts import COLORS
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.perf import alternatives, fit_concurrency, perf
+from kvplan.perf import (
+    Comparison,
+    alternatives,
+    compare,
+    fit_concurrency,
+    memory_curve,
+    not_modelled,
+    perf,
+)
 
 runner = CliRunner()
 H100 = find_gpu("h100-sxm")  # 3.35 TB/s, 989.5 dense bf16 TFLOP/s
@@ -211,7 +231,9 @@ def test_chart_in_the_terminal() -> None:
     assert result.exit_code == 0, result.stderr
     pool = plan(LLAMA, H100, max_model_len=1024).kv_cache_memory_bytes / 2**30
     assert "KV cache of one sequence against context" in result.stdout
-    assert f"KV pool: llama-3.1-8b ({pool:.1f})" in result.stdout
+    # the pool line carries its model's marker (llama is the first series: "*")
+    assert f"  -*- KV pool: llama-3.1-8b ({pool:.1f} GiB)" in result.stdout
+    assert "  o gemma-3-12b, KV bfloat16" in result.stdout
     assert "128K" in result.stdout
     throughput = runner.invoke(
         app, ["chart", "llama-3.1-8b", "-g", "h100", "--kind", "throughput", "-c", "4K"]
@@ -251,3 +273,339 @@ def test_engine_vllm_sets_the_ceiling() -> None:
     bad = runner.invoke(app, ["perf", "gemma-3-12b", "-g", "h100", "-e", "sglang"])
     assert bad.exit_code == 2
     assert "allowed: ideal, vllm" in bad.stderr
+
+
+# -- the cache dtype: float32 checkpoints are served, weighed and cached in bfloat16 ----------
+
+# Gemma 2 9B (float32 checkpoint): 42 layers alternating sliding (window 4,096) and full, 8 KV
+# heads x 256 dims. In bf16 one token of one layer is 2 (K, V) x 8 x 256 x 2 B = 8,192 B.
+GEMMA_9B_TOKEN_LAYER = 2 * 8 * 256 * 2  # 8,192 B
+GEMMA_9B_8K = 21 * 4096 * GEMMA_9B_TOKEN_LAYER + 21 * 8192 * GEMMA_9B_TOKEN_LAYER
+# 21 x (4,096 + 8,192) x 8,192 = 2,113,929,216 B = 1.96875 GiB; float32 would be 3.9375 GiB
+# Weights in bf16: 9,241,705,984 parameters, the embedding 256,000 x 3,584 tied as the head
+GEMMA_9B_EMBED = 256_000 * 3_584 * 2  # 1,835,008,000 B
+GEMMA_9B_LAYERS = (9_241_705_984 - 256_000 * 3_584) * 2  # 16,648,403,968 B
+
+
+def test_gemma_2_9b_is_cached_in_bfloat16() -> None:
+    assert GEMMA_9B_8K == 2_113_929_216
+    (row,) = compare(["gemma-2-9b"], "8K")
+    assert row.kv_dtype == "bfloat16"
+    assert row.model_dtype == "bfloat16"
+    assert "float32 checkpoint" in row.kv_dtype_reason
+    assert row.bytes_per_token == 42 * GEMMA_9B_TOKEN_LAYER == 344_064  # 336 KiB
+    assert row.kv_cache_bytes == GEMMA_9B_8K
+    assert memory_curve("gemma-2-9b", [1024, 8192]) == [42 * 1024 * 8192, GEMMA_9B_8K]
+    assert memory_curve("gemma-2-9b", ["8K"], "fp8") == [GEMMA_9B_8K // 2]  # 1 B a value
+
+
+def test_gemma_2_9b_sequences_on_an_h100_follow_from_the_bytes() -> None:
+    (row,) = compare(["gemma-2-9b"], "8K", "h100")
+    pool = plan(load_model("gemma-2-9b"), H100, max_model_len=8192).kv_cache_memory_bytes
+    # paged: a sliding layer reserves cdiv(4,095, 16) + 1 = 257 blocks = 4,112 tokens
+    request = 21 * (4112 + 8192) * GEMMA_9B_TOKEN_LAYER
+    assert request == 2_116_681_728
+    assert row.max_concurrency == pool // request == 25
+    # the pool holds 26 ideal caches of 1.97 GiB but not 26 paged ones (the extra sliding
+    # block per layer); float32's paged 3.94 GiB would have fit 12
+    assert 26 * GEMMA_9B_8K <= pool < 26 * request
+    assert pool // (2 * request) == 12
+
+
+def test_gemma_2_9b_decode_reads_bfloat16_weights() -> None:
+    result = perf("gemma-2-9b", "h100", context_tokens="8K")
+    assert (result.model_dtype, result.kv_dtype) == ("bfloat16", "bfloat16")
+    step = result.decode
+    # layers + tied head + one embedding row of 3,584 x 2 B
+    assert step.weight_read_bytes == GEMMA_9B_LAYERS + GEMMA_9B_EMBED + 7_168 == 18_483_419_136
+    assert step.kv_read_bytes == GEMMA_9B_8K
+    assert step.kv_write_bytes == 42 * GEMMA_9B_TOKEN_LAYER
+    moved = 18_483_419_136 + GEMMA_9B_8K + 344_064  # 20,597,692,416 B
+    assert step.memory_seconds == Fraction(moved, 3_350_000_000_000)
+    assert round(float(step.tokens_per_second()), 1) == 162.6  # 3.35e12 / 20.598e9
+
+
+def test_explicit_cache_dtype_names_itself() -> None:
+    result = perf(LLAMA, H100, context_tokens=8192, kv_cache_dtype="fp8")
+    assert result.kv_dtype == "fp8_e4m3"
+    assert result.model_dtype == "bfloat16"
+    assert "as given" in result.kv_dtype_reason
+    assert result.decode.kv_read_bytes == 8192 * PER_TOKEN // 2
+
+
+def test_perf_json_names_the_dtype_and_what_is_left_out() -> None:
+    result = runner.invoke(app, ["perf", "gemma-2-9b", "-g", "h100", "-c", "8K", "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["kv_cache_dtype"] == "bfloat16"
+    assert doc["model_dtype"] == "bfloat16"
+    assert doc["engine"] == "ideal"
+    assert "float32 checkpoint" in doc["kv_cache_dtype_reason"]
+    assert doc["decode"]["kv_read_bytes"] == GEMMA_9B_8K
+    assert doc["max_concurrency"] == 25
+    as_given, fp8, _ = doc["alternatives"]
+    assert (as_given["kv_cache_dtype"], as_given["resolved_kv_cache_dtype"]) == (None, "bfloat16")
+    assert fp8["resolved_kv_cache_dtype"] == "fp8_e4m3"
+    left_out = doc["not_modelled"]
+    assert any(item.startswith("speculative decoding") for item in left_out)
+    assert any(item.startswith("pipeline parallelism") for item in left_out)
+    # one GPU, a dense model: neither tensor-parallel traffic nor MoE routing applies
+    assert not any(item.startswith(("tensor-parallel", "MoE")) for item in left_out)
+
+
+def test_not_modelled_names_tp_traffic_and_moe_routing_where_they_apply() -> None:
+    moe = perf("qwen3-30b-a3b", H100, context_tokens=1024, tensor_parallel_size=2)
+    assert moe.not_modelled[0].startswith("tensor-parallel communication")
+    assert "2 ranks" in moe.not_modelled[0]
+    assert moe.not_modelled[1].startswith("MoE routing")
+    assert not_modelled(LLAMA, 1)[0].startswith("pipeline parallelism")
+    table = runner.invoke(app, ["perf", "qwen3-30b-a3b", "-g", "h100", "-tp", "2", "-c", "1K"])
+    assert table.exit_code == 0, table.stderr
+    assert "not modelled (the bounds leave out):" in table.stdout
+    assert "  - tensor-parallel communication" in table.stdout
+    assert "  - MoE routing" in table.stdout
+    assert "KV cache bfloat16, weights bfloat16. Why bfloat16:" in table.stdout
+
+
+def test_perf_table_marks_the_most_that_fit() -> None:
+    result = runner.invoke(app, ["perf", "gemma-2-9b", "-g", "h100", "-c", "8K"])
+    assert result.exit_code == 0, result.stderr
+    (line,) = [s for s in result.stdout.splitlines() if "the most that fit" in s]
+    assert line.split("│")[1].strip() == "25"
+
+
+# -- compare: only the columns that have values, every one labelled -------------------------
+
+
+def _columns(rows: list[Comparison], gpu: str | None) -> dict[str, list[str]]:
+    from rich.table import Table
+
+    table = perfview.compare_view(8192, gpu, rows)[0]
+    assert isinstance(table, Table)
+    return {str(c.header): [str(cell) for cell in c.cells] for c in table.columns}
+
+
+def test_compare_without_a_gpu_shows_only_columns_with_values() -> None:
+    rows = compare(["gemma-2-9b", "llama-3.1-8b"], "8K")
+    columns = _columns(rows, None)
+    assert list(columns) == ["model", "KV dtype", "KV / token", "KV / sequence"]
+    assert columns["KV / token"] == ["336.00 KiB", "128.00 KiB"]  # 344,064 B; 131,072 B
+    # 2,113,929,216 B = 1.97 GiB; 8,192 x 131,072 B = 1.00 GiB
+    assert columns["KV / sequence"] == ["1.97 GiB", "1.00 GiB"]
+    assert all(cell.strip() not in ("", "-") for cells in columns.values() for cell in cells)
+
+
+def test_compare_on_a_gpu_adds_labelled_columns() -> None:
+    rows = compare(["gemma-2-9b", "llama-3.1-8b"], 8192, H100)
+    columns = _columns(rows, H100.display_name)
+    assert list(columns) == [
+        "model",
+        "KV dtype",
+        "KV / token",
+        "KV / sequence",
+        "max sequences",
+        "decode tok/s (1 seq, est.)",
+    ]
+    assert columns["max sequences"][0] == "25"
+    assert all(name for name in columns)
+
+
+def test_compare_cli_names_each_dtype_and_why() -> None:
+    result = runner.invoke(app, ["compare", "gemma-2-9b", "llama-3.1-8b", "-c", "8K"])
+    assert result.exit_code == 0, result.stderr
+    assert "max sequences" not in result.stdout
+    assert "why each cache dtype:" in result.stdout
+    (line,) = [s for s in result.stdout.splitlines() if s.startswith("  gemma-2-9b")]
+    assert "bfloat16: float32 checkpoint" in line
+    doc = json.loads(
+        runner.invoke(
+            app, ["compare", "gemma-2-9b", "llama-3.1-8b", "-c", "8K", "-f", "json", "-e", "vllm"]
+        ).stdout
+    )
+    assert doc["engine"] == "vllm"
+    gemma, llama = doc["models"]
+    assert (gemma["kv_cache_dtype"], gemma["model_dtype"]) == ("bfloat16", "bfloat16")
+    assert gemma["kv_cache_bytes"] == GEMMA_9B_8K
+    assert "float32 checkpoint" in gemma["kv_cache_dtype_reason"]
+    assert llama["kv_cache_bytes"] == 8192 * PER_TOKEN
+
+
+# -- chart: pool lines in their model's marker, curves stopping where they fit ---------------
+
+
+def test_throughput_chart_stops_where_the_pool_is_full() -> None:
+    result = runner.invoke(
+        app, ["chart", "gemma-2-9b", "llama-3.1-8b", "-g", "h100", "--kind", "throughput"]
+    )
+    assert result.exit_code == 0, result.stderr
+    fit = fit_concurrency(LLAMA, H100, 8192)
+    assert fit == plan(LLAMA, H100, max_model_len=8192).max_concurrency
+    assert "  * gemma-2-9b, KV bfloat16: fits up to 25" in result.stdout
+    assert f"  o llama-3.1-8b, KV bfloat16: fits up to {fit}" in result.stdout
+    assert "  gemma-2-9b, KV bfloat16: stops at 25 sequences, the most that fit" in result.stdout
+    assert "<- fits up to 25" in result.stdout  # written beside the curve's last point
+
+
+def test_throughput_chart_says_when_nothing_fits() -> None:
+    # Gemma 2 27B: 27,227,128,320 parameters x 2 B = 54.5 GB of bf16 weights on a 23.7 GB A10
+    result = runner.invoke(
+        app, ["chart", "gemma-2-27b", "-g", "a10", "--kind", "throughput", "-c", "4K"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "  * gemma-2-27b, KV bfloat16: none fits at 4,096 tokens" in result.stdout
+    assert "not one sequence of 4,096 tokens fits" in result.stdout
+    assert "*" not in "".join(
+        line.split("|", 1)[1] for line in result.stdout.splitlines() if "|" in line
+    )
+
+
+def test_chart_svg_colours_each_pool_as_its_model(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "kv.svg"
+    args = ["chart", "gemma-2-9b", "llama-3.1-8b", "-g", "h100", "-o", str(out)]
+    assert runner.invoke(app, args).exit_code == 0
+    svg = out.read_text()
+    dashed = {
+        style.split("stroke: ", 1)[1].split(";")[0]
+        for style in svg.split('style="')[1:]
+        if "stroke-dasharray" in style.split('"', 1)[0]
+    }
+    assert dashed == set(COLORS[:2])  # no grey: each pool line in its model's colour
+
+
+# -- arguments: names, token strings, and a UnitError for everything else -------------------
+
+
+def test_names_and_token_strings_are_accepted() -> None:
+    by_name = perf("qwen3-8b", "h100", context_tokens="32K")
+    by_value = perf(load_model("qwen3-8b"), H100, context_tokens=32768)
+    assert by_name == by_value
+    assert by_name.decode.kv_read_bytes == 32768 * 36 * 2 * 8 * 128 * 2 == 4_831_838_208
+    assert fit_concurrency("llama-3.1-8b", "h100", "8K") == fit_concurrency(LLAMA, H100, 8192)
+    assert alternatives("llama-3.1-8b", "h100", context_tokens="8K") == alternatives(
+        LLAMA, H100, context_tokens=8192
+    )
+    assert perf(LLAMA, H100, context_tokens=1, bandwidth_efficiency="80%") == perf(
+        LLAMA, H100, context_tokens=1
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"concurrency": True}, "concurrency must be an integer"),
+        ({"concurrency": 2.0}, "concurrency must be an integer"),
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"context_tokens": 1.5}, "context_tokens must be an integer"),
+        ({"context_tokens": float("nan")}, "context_tokens must be an integer"),
+        ({"context_tokens": float("inf")}, "context_tokens must be an integer"),
+        ({"context_tokens": True}, "context_tokens must be an integer"),
+        ({"context_tokens": "1.5"}, "context_tokens: token count '1.5'"),
+        ({"context_tokens": "8G"}, "context_tokens: cannot read token count"),
+        ({"context_tokens": 0}, "context_tokens must be at least 1"),
+        ({"prompt_tokens": 2.5}, "prompt_tokens must be an integer"),
+        ({"tensor_parallel_size": True}, "tensor_parallel_size must be an integer"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size must be at least 1"),
+        ({"max_concurrency": -1}, "max_concurrency must be at least 0"),
+        ({"curve": [1, True]}, "curve batch size must be an integer"),
+        ({"curve": "1,2"}, "curve must be a sequence"),
+        ({"bandwidth_efficiency": float("nan")}, r"bandwidth_efficiency must be in \(0, 1\]"),
+        ({"bandwidth_efficiency": float("inf")}, r"bandwidth_efficiency must be in \(0, 1\]"),
+        ({"bandwidth_efficiency": True}, "bandwidth_efficiency must be a number"),
+        ({"compute_efficiency": "fast"}, "compute_efficiency 'fast' is not a fraction"),
+        ({"compute_efficiency": "120%"}, r"compute_efficiency must be in \(0, 1\], got 120%"),
+        ({"kv_cache_dtype": 8}, "a dtype is a name"),
+        ({"kv_cache_dtype": "fp9"}, "fp9"),
+        ({"quantization": 4}, "quantization must be a name"),
+        ({"engine": "sglang"}, "allowed: ideal, vllm"),
+    ],
+    ids=lambda v: str(v),
+)
+def test_perf_refuses_what_it_cannot_use(kwargs: dict[str, Any], match: str) -> None:
+    args = {"context_tokens": 1024, **kwargs}
+    with pytest.raises(UnitError, match=match):
+        perf(LLAMA, H100, **args)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: perf(3, H100, context_tokens=1),
+        lambda: perf(LLAMA, 80, context_tokens=1),
+        lambda: perf(LLAMA, custom_gpu(80 * 2**30), context_tokens=1),
+        lambda: fit_concurrency(LLAMA, H100, 1.5),
+        lambda: fit_concurrency(LLAMA, H100, 8192, tensor_parallel_size=False),
+        lambda: alternatives(LLAMA, H100, context_tokens=float("nan")),
+        lambda: alternatives(LLAMA, H100, context_tokens=8192, engine="tgi"),
+        lambda: memory_curve(LLAMA, [1024, 2.5]),
+        lambda: memory_curve(LLAMA, 1024),
+        lambda: compare(["llama-3.1-8b"], True),
+        lambda: compare("llama-3.1-8b", 8192),
+    ],
+    ids=[
+        "spec 3",
+        "gpu 80",
+        "gpu without rates",
+        "fit 1.5 tokens",
+        "fit tp False",
+        "alternatives nan",
+        "alternatives tgi",
+        "curve 2.5",
+        "curve not a list",
+        "compare True",
+        "compare a str",
+    ],
+)
+def test_every_public_function_raises_unit_error(call: Any) -> None:
+    with pytest.raises(UnitError):
+        call()
+
+
+def test_unknown_names_raise_their_lookup_errors() -> None:
+    with pytest.raises(ModelNotFoundError):
+        perf("qwen3-9b", H100, context_tokens=1)
+    with pytest.raises(UnknownGPUError):
+        fit_concurrency(LLAMA, "h10", 8192)
+
+
+# -- docs ------------------------------------------------------------------------------------
+
+
+def _keys(doc: Any) -> set[str]:
+    if isinstance(doc, dict):
+        return set(doc) | {k for v in doc.values() for k in _keys(v)}
+    if isinstance(doc, list):
+        return {k for v in doc for k in _keys(v)}
+    return set()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["perf", "qwen3-30b-a3b", "-g", "h100", "-tp", "2", "-c", "4K", "-f", "json"],
+        ["compare", "gemma-2-9b", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-f", "json"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_every_json_key_is_documented(args: list[str]) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text("utf-8")
+    section = text.split(f"## `kvplan {args[0]} --format json`", 1)[1].split("\n## ", 1)[0]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    for key in sorted(_keys(json.loads(result.stdout))):
+        assert f"`{key}`" in section, f"docs/json.md does not document `{key}` of {args[0]}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["perf", "llama-3.1-8b", "-g", "h100"],
+        ["compare", "llama-3.1-8b"],
+        ["chart", "llama-3.1-8b", "-g", "h100", "--kind", "throughput"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_zero_context_names_the_option(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "-c", "0"])
+    assert result.exit_code == 2
+    assert result.stderr == "kvplan: error: --context: must be at least 1 token, got 0\n"
