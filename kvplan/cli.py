@@ -4,8 +4,6 @@ Kept light on purpose: importing this module must not import every spec, torch o
 heavy, so that ``kvplan --help`` and a ``calc`` start about as fast as typer itself.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import sys
@@ -17,9 +15,11 @@ import typer
 
 from kvplan import __version__
 from kvplan.errors import KvplanError
+from kvplan.progress import progress, set_quiet
 
 # kvplan validates with pydantic but uses none of its plugins; looking them up scans every
-# installed distribution's entry points, a good share of a `calc`'s start-up. This process only.
+# installed distribution's entry points on a `calc`'s start-up path. Set for this process and
+# the children it starts (git for `kvplan diff`), which do not use pydantic plugins either.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
@@ -42,18 +42,67 @@ EXIT_CODES_HELP = (
     " an unknown model); 3 an optional component or device is unavailable."
 )
 
+#: What each command's exit codes mean; shown under its --help and in docs/cli.md.
+COMMAND_EXIT_CODES: dict[str, str] = {
+    "calc": "0 printed; 2 bad input",
+    "models": "0 printed",
+    "show": "0 printed; 2 unknown model or invalid spec",
+    "gpus": "0 printed",
+    "plan": "0 the target fits; 1 it does not (the message says what to change); 2 bad input",
+    "reconcile": "0 every figure reproduces; 1 one does not; 2 unreadable log or bad input",
+    "flags": "0 at least one engine holds the target (or the one asked for does); 1 none does;"
+    " 2 bad input",
+    "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU",
+    "diff": "0 printed (a difference is not a failure); 2 unreadable or invalid side",
+    "import": "0 written or printed; 2 invalid config, or the output exists without --force;"
+    " 3 huggingface_hub missing or the Hub unreachable",
+    "schema": "0 printed; 2 unknown schema",
+    "probe": "0 measured within tolerance; 1 outside it; 2 bad input; 3 torch, transformers"
+    " or the device unavailable",
+    "perf": "0 printed; 2 bad input",
+    "compare": "0 printed; 2 bad input",
+    "chart": "0 drawn or written; 2 bad input, or the output exists without --force;"
+    " 3 matplotlib missing for a PNG or SVG file",
+}
+
+
+def exit_codes_epilog(command: str) -> str:
+    """The ``--help`` epilog of ``command``: its exit codes."""
+    return f"Exit codes: {COMMAND_EXIT_CODES[command]}."
+
+
 app = typer.Typer(
     name="kvplan",
     help="How much GPU memory does the KV cache take, and what fits? "
     "Exact KV-cache sizes from model specs.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 
+def complete_model(incomplete: str) -> list[str]:
+    """Shell completion: bundled model names starting with what was typed (reads file names
+    only, so it answers at once)."""
+    from kvplan.catalog import bundled_names
+
+    key = incomplete.lower()
+    return [name for name in bundled_names() if name.startswith(key)]
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    """Shell completion: catalog GPU names and aliases starting with what was typed."""
+    from kvplan.hardware import list_gpus
+
+    key = incomplete.lower()
+    names = (label for gpu in list_gpus() for label in (gpu.name, *gpu.aliases))
+    return sorted({n for n in names if n.lower().startswith(key)})
+
+
 ModelArg = Annotated[
     str,
     typer.Argument(
+        autocompletion=complete_model,
         help="A catalog name (llama-3.1-8b), a Hugging Face id (meta-llama/Llama-3.1-8B, any"
         " case), an alias, a path to a spec YAML, or a Hugging Face config.json or model"
         " folder (read as `kvplan import` reads it).",
@@ -122,11 +171,21 @@ def main(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            help="No progress lines on stderr (they appear only on a terminal, for work"
+            " slower than a second: probe, chart files, imports of large folders).",
+        ),
+    ] = False,
 ) -> None:
     """How much GPU memory does the KV cache take, and what fits?"""
+    if quiet:
+        set_quiet(True)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("calc"))
 def calc(
     model: ModelArg,
     context: Annotated[
@@ -145,8 +204,9 @@ def calc(
         typer.Option(
             "--kv-dtype",
             "--kv-cache-dtype",
-            help="Cache dtype for K and V: auto (the model's), float16, bfloat16, float32, fp8"
-            " (e4m3), fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4.",
+            help="Cache dtype for K and V: auto (the dtype the model is served in: a float32"
+            " checkpoint in bfloat16, as the engines' --dtype auto), float16, bfloat16, float32,"
+            " fp8 (e4m3), fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4.",
         ),
     ] = "auto",
     k_dtype: Annotated[
@@ -175,7 +235,8 @@ def calc(
         str | None,
         typer.Option(
             "--engine-version",
-            help="llama.cpp build number (b5781 or 5781); default: the newest modelled.",
+            help="llama.cpp build number (b5781 or 5781), or transformers version (4.57, 5.24);"
+            " default: the newest modelled.",
             show_default=False,
         ),
     ] = None,
@@ -238,6 +299,7 @@ def calc(
                 batch_size=batch,
                 cache="static" if cache_implementation == "static" else "dynamic",
                 dtype=None if kv_dtype.strip().lower() == "auto" else kv_dtype,
+                version=engine_version,
             )
             doc = render.engine_result_to_dict(
                 result, spec, context_tokens=tokens, batch_size=batch
@@ -267,19 +329,23 @@ def calc(
             spec, tokens, batch_size=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype
         )
         from kvplan import render
+        from kvplan.dtypes import cache_dtypes
 
+        reason = cache_dtypes(
+            spec, kv_cache_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype
+        ).reason
         if output is OutputFormat.json:
-            doc = render.estimate_to_dict(est, spec)
+            doc = render.estimate_to_dict(est, spec, dtype_reason=reason)
             if explain:
                 doc["explain"] = explain_lines(est)
             _print_json(doc)
         else:
-            _print_rich(render.estimate_view(est, spec, with_explain=explain))
+            _print_rich(render.estimate_view(est, spec, with_explain=explain, dtype_reason=reason))
 
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("models"))
 def models(output: FormatOpt = OutputFormat.table) -> None:
     """The bundled catalog: one row per model, with its KV bytes per token."""
     from kvplan import render
@@ -296,7 +362,7 @@ def models(output: FormatOpt = OutputFormat.table) -> None:
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("show"))
 def show(model: ModelArg, output: FormatOpt = OutputFormat.table) -> None:
     """A spec's fields and its resolved per-layer cache schedule."""
     from kvplan import render
@@ -312,7 +378,7 @@ def show(model: ModelArg, output: FormatOpt = OutputFormat.table) -> None:
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("gpus"))
 def gpus(output: FormatOpt = OutputFormat.table) -> None:
     """The accelerator catalog: runtime-reported memory, bandwidth, dense peak FLOP/s."""
     from kvplan import render
@@ -328,7 +394,7 @@ def gpus(output: FormatOpt = OutputFormat.table) -> None:
     _guard(run)
 
 
-@app.command(name="plan")
+@app.command(name="plan", epilog=exit_codes_epilog("plan"))
 def plan_command(
     model: ModelArg,
     gpu: Annotated[
@@ -336,6 +402,7 @@ def plan_command(
         typer.Option(
             "--gpu",
             "-g",
+            autocompletion=complete_gpu,
             help="A catalog GPU (`kvplan gpus`): h100 (the H100 SXM 80GB), h200, a100-80gb,"
             " l40s, rtx-4090, mi300x, ...",
             show_default=False,
@@ -374,6 +441,7 @@ def plan_command(
         str | None,
         typer.Option(
             "--max-model-len",
+            "-c",
             help="Tokens per request (prompt + output): 32768, 32k (=32,000) or 32K (=32,768).",
             show_default=False,
         ),
@@ -536,6 +604,11 @@ def plan_command(
         mean = _option("--mean-length", parse_tokens, mean_length) if mean_length else None
         p99 = _option("--p99-length", parse_tokens, p99_length) if p99_length else None
         utilization = _option("--gpu-memory-utilization", parse_utilization, gpu_memory_utilization)
+        if tensor_parallel_size is not None:
+            from kvplan.arguments import as_tensor_parallel_size
+
+            tp_text = str(tensor_parallel_size)
+            _option("-tp", lambda tp: as_tensor_parallel_size(spec, int(tp)), tp_text)
         if engine == "trtllm":
             _plan_with_trtllm(
                 spec,
@@ -731,7 +804,7 @@ def _calc_with_engine(
         _print_rich(render.engine_result_view(doc))
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("reconcile"))
 def reconcile(
     logfile: Annotated[
         str,
@@ -753,6 +826,7 @@ def reconcile(
         typer.Option(
             "--gpu",
             "-g",
+            autocompletion=complete_gpu,
             help="The GPU, when the log's total memory is ambiguous.",
             show_default=False,
         ),
@@ -763,21 +837,14 @@ def reconcile(
 
     Exits 1 when a rule did not reproduce (blocks, tokens, concurrency, cells, MiB lines).
     """
-    from pathlib import Path
 
     from kvplan import render
-    from kvplan.errors import SpecError
     from kvplan.reconcile import reconcile as run_reconcile
 
     def run() -> None:
-        try:
-            text = (
-                sys.stdin.read()
-                if logfile == "-"
-                else Path(logfile).read_text(encoding="utf-8", errors="replace")
-            )
-        except OSError as e:
-            raise SpecError(logfile, [f"cannot read: {e.strerror or e}"]) from None
+        from kvplan.reconcile import read_log
+
+        text = read_log(logfile)
         result = run_reconcile(text, model=model, gpu=gpu, path=logfile)
         doc = render.reconciliation_to_dict(result)
         if output is OutputFormat.json:
@@ -790,39 +857,85 @@ def reconcile(
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("flags"))
 def flags(
     model: ModelArg,
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="A catalog GPU (`kvplan gpus`).")],
+    gpu: Annotated[
+        str,
+        typer.Option(
+            "--gpu", "-g", autocompletion=complete_gpu, help="A catalog GPU (`kvplan gpus`)."
+        ),
+    ],
     max_model_len: Annotated[
-        str, typer.Option("--max-model-len", help="Tokens per request: 32768, 32k or 32K.")
+        str,
+        typer.Option("--max-model-len", "-c", help="Tokens per request: 32768, 32k or 32K."),
     ],
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-n", min=1, help="Concurrent requests to hold.")
     ],
     tensor_parallel_size: Annotated[
-        int, typer.Option("--tensor-parallel-size", "-tp", min=1, help="GPUs per replica.")
+        int,
+        typer.Option(
+            "--tensor-parallel-size",
+            "-tp",
+            min=1,
+            help="GPUs per replica (llama.cpp: GPUs it splits the layers over).",
+        ),
     ] = 1,
     kv_cache_dtype: Annotated[
         str, typer.Option("--kv-cache-dtype", help="auto, fp8, ... (llama.cpp: q8_0 for fp8).")
     ] = "auto",
+    quantization: Annotated[
+        str | None,
+        typer.Option(
+            "--quantization",
+            "-q",
+            help="Weight format for the linear layers: fp8, int8, int4, awq, gptq, mxfp4,"
+            " nvfp4 (group scales counted). Default: the checkpoint's own formats.",
+            show_default=False,
+        ),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="all, or one of vllm, sglang, llama.cpp, tgi: exit 1 when it does not fit.",
+        ),
+    ] = "all",
     output: FormatOpt = OutputFormat.table,
 ) -> None:
-    """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine."""
+    """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.
+
+    Each engine's verdict counts the weights on each GPU, the cache and the engine's
+    overhead; an engine that does not fit gets the reason and no flags.
+    """
     from kvplan import render
     from kvplan.catalog import load_model
+    from kvplan.errors import UnitError
     from kvplan.hardware import find_gpu
-    from kvplan.recommend import recommend
-    from kvplan.units import parse_tokens
+    from kvplan.recommend import ENGINES, recommend
+    from kvplan.units import parse_tokens, resolve_dtype
+    from kvplan.weights import QUANTIZATIONS, quantization_names
 
     def run() -> None:
-        spec = load_model(model)
         length = _option("--max-model-len", parse_tokens, max_model_len)
+        if length < 1:
+            raise UnitError(f"--max-model-len: must be at least 1 token, got {max_model_len!r}")
         kv = None if kv_cache_dtype.strip().lower() == "auto" else kv_cache_dtype
         if kv is not None:
-            from kvplan.units import resolve_dtype
-
             _option("--kv-cache-dtype", resolve_dtype, kv)
+        if quantization is not None and quantization.strip().lower() not in QUANTIZATIONS:
+            raise UnitError(
+                f"--quantization: unknown format {quantization!r}; allowed:"
+                f" {quantization_names()}"
+            )
+        chosen = engine.strip().lower()
+        if chosen != "all" and chosen not in ENGINES:
+            raise UnitError(
+                f"--engine: unknown engine {engine!r}; allowed: all, {', '.join(ENGINES)}"
+            )
+        spec = load_model(model)
         results = recommend(
             spec,
             find_gpu(gpu),
@@ -830,13 +943,23 @@ def flags(
             concurrency=concurrency,
             tensor_parallel_size=tensor_parallel_size,
             kv_cache_dtype=kv,
+            quantization=quantization,
+            engines=None if chosen == "all" else (chosen,),
         )
-        doc = render.flags_to_dict(spec.name, gpu, length, concurrency, results)
+        doc = render.flags_to_dict(
+            spec.name,
+            gpu,
+            length,
+            concurrency,
+            results,
+            tensor_parallel_size=tensor_parallel_size,
+            quantization=quantization,
+        )
         if output is OutputFormat.json:
             _print_json(doc)
         else:
             _print_rich(render.flags_view(doc))
-        if not all(r.fits for r in results):
+        if not any(r.fits for r in results):
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
 
     _guard(run)
@@ -945,7 +1068,7 @@ def _plan_with_trtllm(
     _print_token_pool(result, spec, device, tp, pp, max_model_len, output, "TensorRT-LLM", detail)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("check"))
 def check(
     budgets: Annotated[
         list[str],
@@ -1004,12 +1127,14 @@ def check(
 
 
 def _our_junit(path: Any) -> bool:
-    """A JUnit report an earlier ``kvplan check`` wrote: reruns may replace it."""
-    head = path.read_text(encoding="utf-8", errors="replace")[:400]
-    return '<testsuites name="kvplan check' in head
+    """A JUnit report an earlier ``kvplan check`` wrote: reruns may replace it. Reads the
+    first 400 bytes of a regular file only (never a FIFO or a device)."""
+    from kvplan.files import head_contains
+
+    return head_contains(path, '<testsuites name="kvplan check')
 
 
-@app.command(name="import")
+@app.command(name="import", epilog=exit_codes_epilog("import"))
 def import_(
     path: Annotated[
         str | None,
@@ -1051,10 +1176,12 @@ def import_(
         if (path is None) == (hub is None):
             raise UnitError("give a config.json or model folder, or --hub ORG/NAME (one of them)")
         if hub is not None:
-            folder = hfconfig.download_from_hub(hub)
+            with progress(f"downloading the config and index of {hub}"):
+                folder = hfconfig.download_from_hub(hub)
             imported = hfconfig.import_config(folder, name, hf_id=hub)
         else:
-            imported = hfconfig.import_config(path or "", name)
+            with progress(f"reading {path}"):
+                imported = hfconfig.import_config(path or "", name)
         text = hfconfig.spec_yaml(imported)
         if out is None:
             sys.stdout.write(text)
@@ -1075,7 +1202,7 @@ class SchemaKind(str, Enum):
     budget = "budget"
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("schema"))
 def schema(
     kind: Annotated[SchemaKind, typer.Argument(help="spec or budget.", show_default=False)],
 ) -> None:
@@ -1085,7 +1212,7 @@ def schema(
     _guard(lambda: _print_json(json_schema(kind.value)))
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("diff"))
 def diff(
     old: Annotated[
         str,
@@ -1111,7 +1238,7 @@ def diff(
     _guard(run)
 
 
-@app.command()
+@app.command(epilog=exit_codes_epilog("probe"))
 def probe(
     model: ModelArg,
     context: Annotated[
@@ -1156,18 +1283,27 @@ def probe(
         from kvplan.probe import family_of, run_probe
 
         family_of(spec)  # an unsupported model is a usage error, before torch is needed
-        result = run_probe(
-            spec,
-            context_tokens=tokens,
-            batch_size=batch,
-            decode_steps=decode_steps,
-            device=device,
-            dtype=None if kv_dtype.strip().lower() == "auto" else kv_dtype,
-            paged_blocks=blocks if paged else None,
-        )
         text = tolerance.strip()
+        percent = None
         if text.endswith("%"):
-            allowed = int(result.transformers_estimate_bytes * float(text[:-1]) / 100)
+            from fractions import Fraction
+
+            from kvplan.arguments import as_fraction
+
+            percent = as_fraction(text[:-1], "--tolerance", low=Fraction(-1), high=Fraction(100))
+        with progress(f"probing {spec.name} on {device} with transformers"):
+            result = run_probe(
+                spec,
+                context_tokens=tokens,
+                batch_size=batch,
+                decode_steps=decode_steps,
+                device=device,
+                dtype=None if kv_dtype.strip().lower() == "auto" else kv_dtype,
+                paged_blocks=blocks if paged else None,
+            )
+        if percent is not None:
+            estimate_bytes = result.transformers_estimate_bytes
+            allowed = estimate_bytes * percent.numerator // (100 * percent.denominator)
         else:
             allowed = _option("--tolerance", parse_bytes, text)
         within = abs(result.difference_bytes) <= allowed

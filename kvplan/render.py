@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kvplan.dtypes import served_dtype
 from kvplan.estimator import Estimate, explain
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes, format_tokens
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-def estimate_to_dict(est: Estimate, spec: ModelSpec) -> dict[str, Any]:
+def estimate_to_dict(est: Estimate, spec: ModelSpec, *, dtype_reason: str = "") -> dict[str, Any]:
     """The ``kvplan calc --format json`` document."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -39,6 +40,7 @@ def estimate_to_dict(est: Estimate, spec: ModelSpec) -> dict[str, Any]:
         "context_tokens": est.context_tokens,
         "batch_size": est.batch_size,
         "kv_dtype": est.kv_dtype,
+        "kv_dtype_reason": dtype_reason,
         "k_dtype": est.k_dtype.name,
         "v_dtype": est.v_dtype.name,
         "kv_cache_bytes": est.kv_cache_bytes,
@@ -59,7 +61,9 @@ def estimate_to_dict(est: Estimate, spec: ModelSpec) -> dict[str, Any]:
     }
 
 
-def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list[RenderableType]:
+def estimate_view(
+    est: Estimate, spec: ModelSpec, *, with_explain: bool, dtype_reason: str = ""
+) -> list[RenderableType]:
     """The ``kvplan calc`` table, headed by what was asked and footed by the totals."""
     from rich import box
     from rich.table import Table
@@ -68,6 +72,7 @@ def estimate_view(est: Estimate, spec: ModelSpec, *, with_explain: bool) -> list
     heading = (
         f"[bold]{name}[/bold]: {format_tokens(est.context_tokens)} tokens x {est.batch_size}"
         f" sequence{'s' if est.batch_size != 1 else ''}, KV dtype {est.kv_dtype}"
+        + (f" ({dtype_reason})" if dtype_reason else "")
     )
     table = Table(box=box.SIMPLE_HEAD)
     with_state = any(row.state_bytes for row in est.breakdown)
@@ -120,6 +125,8 @@ def models_to_dict(rows: list[tuple[ModelSpec, int]]) -> dict[str, Any]:
                 "num_parameters": spec.num_parameters,
                 "num_active_parameters": spec.num_active_parameters,
                 "bytes_per_token": per_token,
+                "torch_dtype": spec.torch_dtype,
+                "kv_dtype": served_dtype(spec)[0].name,
             }
             for spec, per_token in rows
         ],
@@ -137,6 +144,7 @@ def models_view(rows: list[tuple[ModelSpec, int]]) -> list[RenderableType]:
         ("layers", "left"),
         ("params (active)", "right"),
         ("max ctx", "right"),
+        ("KV dtype", "left"),
         ("KV/token", "right"),
     ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -146,10 +154,12 @@ def models_view(rows: list[tuple[ModelSpec, int]]) -> list[RenderableType]:
             ", ".join(f"{n} {_SHORT_KIND.get(k, k)}" for k, n in _kind_counts(spec).items()),
             _params(spec),
             format_tokens(spec.max_position_embeddings) if spec.max_position_embeddings else "",
+            served_dtype(spec)[0].name,
             format_bytes(per_token),
         )
     return [
-        f"{len(rows)} bundled models; KV/token in the model's dtype at a short context;"
+        f"{len(rows)} bundled models; KV/token at a short context in the dtype the model is"
+        " served in (a float32 checkpoint in bfloat16, as the engines' --dtype auto);"
         " `kvplan show NAME` for the rest",
         table,
     ]
@@ -251,7 +261,11 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
             "cuda_graph_bytes": p.overhead.cuda_graph_bytes,
         },
         "kv_cache_memory_bytes": p.kv_cache_memory_bytes,
-        "free_memory_bytes": p.free_memory_bytes,
+        "free_memory_bytes": p.unallocated_memory_bytes,
+        "available_memory_bytes": p.free_memory_bytes,
+        "headroom_bytes": p.headroom_bytes,
+        "kv_cache_dtype_reason": p.dtype_reason,
+        "pool_note": p.pool_note(),
         "block_size": p.block_size,
         "num_blocks": p.num_blocks,
         "kv_cache_tokens": p.kv_cache_tokens,
@@ -305,7 +319,8 @@ def plan_view(p: Plan) -> list[RenderableType]:
         layout += f" x {p.replicas} replicas"
     heading = (
         f"[bold]{p.model}[/bold] on {p.num_gpus} x {p.gpu.display_name} ({layout}),"
-        f" KV dtype {p.kv_dtype}, weights {p.weights_format},"
+        f" KV dtype {p.kv_dtype}" + (f" ({p.dtype_reason})" if p.dtype_reason else "") + ","
+        f" weights {p.weights_format},"
         f" utilization {float(p.gpu_memory_utilization):g}"
     )
     memory = _memory_table(p)
@@ -354,6 +369,9 @@ def plan_view(p: Plan) -> list[RenderableType]:
         answers.add_row("paging waste", f"{waste_share:.1f}% of the mix's blocks")
     answers.add_row("fits", "yes" if p.fits else "[red]no[/red]")
     out.append(answers)
+    note = p.pool_note()
+    if note:
+        out.append(note)
     if p.message:
         out.append(p.message)
     return out
@@ -369,11 +387,10 @@ def _memory_table(p: Plan) -> Table:
         ("weights", lambda s: format_bytes(s.weights_bytes)),
         (f"overhead ({p.overhead.source})", lambda s: format_bytes(s.overhead_bytes)),
         ("KV cache pool", lambda s: format_bytes(s.kv_cache_memory_bytes)),
+        ("free for more work", lambda s: format_bytes(p.stage_free_bytes(s))),
         (
-            "free",
-            lambda s: format_bytes(
-                p.total_memory_bytes - s.weights_bytes - s.overhead_bytes - s.kv_cache_memory_bytes
-            ),
+            f"held back ({1 - float(p.gpu_memory_utilization):g} of the GPU)",
+            lambda s: format_bytes(p.headroom_bytes),
         ),
         (
             f"blocks of {p.block_size} tokens",
@@ -630,7 +647,14 @@ def reconciliation_view(doc: dict[str, Any]) -> list[RenderableType]:
 
 
 def flags_to_dict(
-    model: str, gpu: str, max_model_len: int, concurrency: int, results: tuple[EngineFlags, ...]
+    model: str,
+    gpu: str,
+    max_model_len: int,
+    concurrency: int,
+    results: tuple[EngineFlags, ...],
+    *,
+    tensor_parallel_size: int = 1,
+    quantization: str | None = None,
 ) -> dict[str, Any]:
     """``kvplan flags --format json``."""
     return {
@@ -639,6 +663,9 @@ def flags_to_dict(
         "gpu": gpu,
         "max_model_len": max_model_len,
         "concurrency": concurrency,
+        "tensor_parallel_size": tensor_parallel_size,
+        "quantization": quantization.strip().lower() if quantization else None,
+        "fits": any(r.fits for r in results),
         "engines": [
             {
                 "engine": r.engine,
@@ -646,6 +673,14 @@ def flags_to_dict(
                 "kv_cache_bytes": r.kv_cache_bytes,
                 "fits": r.fits,
                 "note": r.note,
+                "reason": r.reason,
+                "model_dtype": r.model_dtype,
+                "kv_cache_dtype": r.kv_cache_dtype,
+                "dtype_reason": r.dtype_reason,
+                "num_gpus": r.num_gpus,
+                "weights_bytes": r.weights_bytes,
+                "required_bytes": r.required_bytes,
+                "budget_bytes": r.budget_bytes,
             }
             for r in results
         ],
@@ -653,15 +688,33 @@ def flags_to_dict(
 
 
 def flags_view(doc: dict[str, Any]) -> list[RenderableType]:
-    """The ``kvplan flags`` view: one block per engine, its flags ready to paste."""
+    """The ``kvplan flags`` view: one block per engine, its flags ready to paste, its verdict
+    and the dtypes it was sized in."""
+    from rich.markup import escape
+
+    n = doc["concurrency"]
+    tp = doc.get("tensor_parallel_size", 1)
+    where = f"{tp} x {doc['gpu']}" if tp > 1 else doc["gpu"]
+    weights = f"; {doc['quantization']} weights" if doc.get("quantization") else ""
     out: list[RenderableType] = [
-        f"[bold]{doc['model']}[/bold] on {doc['gpu']}: {doc['concurrency']} requests of"
-        f" {format_tokens(doc['max_model_len'])} tokens"
+        f"[bold]{escape(doc['model'])}[/bold] on {escape(where)}: {n} request{'s' if n > 1 else ''}"
+        f" of {format_tokens(doc['max_model_len'])} tokens{weights}"
     ]
     for e in doc["engines"]:
-        verdict = "fits" if e["fits"] else "[red]does not fit[/red]"
-        out.append(f"{e['engine']}: {' '.join(e['flags'])}")
-        out.append(f"  {verdict}; {e['note']}")
+        if e["fits"]:
+            out.append(escape(f"{e['engine']}: {' '.join(e['flags'])}"))
+            out.append(f"  fits; {escape(e['note'])}")
+        else:
+            out.append(f"{escape(e['engine'])}: [red]does not fit[/red]: {escape(e['reason'])}")
+            if e["note"]:
+                out.append(f"  {escape(e['note'])}")
+        if e.get("kv_cache_dtype"):
+            out.append(
+                escape(
+                    f"  runs in {e['model_dtype']}, caches in {e['kv_cache_dtype']}:"
+                    f" {e['dtype_reason']}"
+                )
+            )
     return out
 
 

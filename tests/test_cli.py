@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import kvplan
 from kvplan.cli import app
 
 runner = CliRunner()
@@ -20,10 +21,19 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def test_tiny_prints_192_bytes(tiny_spec: Path) -> None:
-    code, out, err = run("calc", str(tiny_spec), "--context", "4")
+    # 2 x 4 tokens x 2 heads x 3 dims x 4 B, in the float32 cache asked for
+    code, out, err = run("calc", str(tiny_spec), "--context", "4", "--kv-dtype", "float32")
     assert code == 0, err
     assert "192 B" in out
     assert "192 bytes" in out
+
+
+def test_tiny_float32_checkpoint_is_cached_in_bf16_and_says_why(tiny_spec: Path) -> None:
+    # the same cache served as the engines serve a float32 checkpoint: 2 B a value, 96 B
+    code, out, err = run("calc", str(tiny_spec), "--context", "4")
+    assert code == 0, err
+    assert "96 bytes" in out
+    assert "float32 checkpoint served in bfloat16" in out
 
 
 def test_calc_json_keys_and_numbers() -> None:
@@ -329,7 +339,7 @@ def test_plan_lengths_file(tmp_path: Path) -> None:
         (["plan", "llama-3.1-8b", "--gpu-memory", "24G"], "--gpu-memory: ambiguous"),
         (
             ["plan", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-utilization", "1.2"],
-            "--gpu-memory-utilization: gpu memory utilization must be in (0, 1]",
+            "--gpu-memory-utilization: gpu_memory_utilization: must be in (0, 1]",
         ),
         (["plan", "llama-3.1-8b", "--gpu", "h100", "-q", "q3"], "unknown quantization 'q3'"),
         (
@@ -492,3 +502,78 @@ def test_plan_engine_trtllm() -> None:
     available = (85_029_027_840 - 8_030_261_248 * 2) * 9 // 10
     assert doc["kv_cache_tokens"] == available // 131_072 // 32 * 32
     assert doc["max_concurrency"] == doc["kv_cache_tokens"] // 32768
+
+
+# --- CLI habits -------------------------------------------------------------------------------
+
+
+def test_short_help_and_version() -> None:
+    code, out, _ = run("-h")
+    assert code == 0
+    assert "Usage: kvplan" in out
+    code, out, _ = run("plan", "-h")
+    assert code == 0
+    assert "-c, --max-model-len" in out
+    assert "Exit codes: 0 the target fits; 1 it does not" in " ".join(out.split())
+    code, out, _ = run("--version")
+    assert code == 0
+    assert out.strip() == f"kvplan {kvplan.__version__}"
+
+
+def test_plan_c_is_max_model_len() -> None:
+    code, out, err = run("plan", "llama-3.1-8b", "-g", "h100", "-c", "32K", "-f", "json")
+    assert code == 0, err
+    assert json.loads(out)["max_model_len"] == 32_768
+
+
+def test_completion_of_models_and_gpus() -> None:
+    from kvplan.cli import complete_gpu, complete_model
+
+    assert complete_model("llama-3.1") == ["llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b"]
+    assert "h100-sxm" in complete_gpu("h1")
+    assert all(n.lower().startswith("rtx-4") for n in complete_gpu("rtx-4"))
+    result = runner.invoke(
+        app, [], env={"_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": "kvplan calc qwen3-0",
+                      "COMP_CWORD": "2"}, prog_name="kvplan",
+    )
+    assert result.stdout.split() == ["qwen3-0.6b"]
+
+
+def test_progress_line_only_on_a_terminal_and_not_quiet() -> None:
+    import io
+
+    from kvplan import progress as progress_module
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    with progress_module.progress("slow work", delay_s=0.0, stream=tty):
+        import time
+
+        time.sleep(0.05)
+    assert tty.getvalue().startswith("kvplan: slow work ...\nkvplan: slow work: done in ")
+    piped = io.StringIO()
+    with progress_module.progress("slow work", delay_s=0.0, stream=piped):
+        time.sleep(0.05)
+    assert piped.getvalue() == ""
+    quiet = Tty()
+    progress_module.set_quiet(True)
+    try:
+        with progress_module.progress("slow work", delay_s=0.0, stream=quiet):
+            time.sleep(0.05)
+    finally:
+        progress_module.set_quiet(False)
+    assert quiet.getvalue() == ""
+
+
+def test_cli_modules_keep_real_annotations() -> None:
+    """typer evaluates string annotations several times per command on every start (about
+    20 ms): the CLI modules keep real annotation objects (bench/startup.py measures it)."""
+    import __future__
+
+    import kvplan.cli_perf
+
+    for module in (kvplan.cli, kvplan.cli_perf):
+        assert vars(module).get("annotations") is not __future__.annotations, module.__name__

@@ -139,3 +139,90 @@ def test_documented_output_is_real(
         expected = expected[: expected.index("...")]
         actual = actual[: len(expected)]
     assert actual == expected, f"{doc}: {command}"
+
+
+# --- every count the docs state is computed here ------------------------------------------------
+
+_WORDS = {"both": 2, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+
+
+def _reference_log_ids() -> dict[str, tuple[str, ...]]:
+    import test_engine_llamacpp
+    import test_engine_sglang
+    import test_engine_vllm
+
+    return {
+        "vllm": test_engine_vllm.REFERENCE_LOG_IDS,
+        "sglang": test_engine_sglang.REFERENCE_LOG_IDS,
+        "llamacpp": test_engine_llamacpp.REFERENCE_LOG_IDS,
+    }
+
+
+def _kept_logs() -> list[Path]:
+    return list((ROOT / "tests" / "data" / "logs").glob("*.log"))
+
+
+def _counts() -> list[tuple[str, str, int]]:
+    """(file, pattern whose group 1 is the count, the count computed now)."""
+    import test_engine_vllm
+
+    from kvplan.catalog import list_models
+    from kvplan.hardware import list_gpus
+
+    ids = _reference_log_ids()
+    every_log = {i for group in ids.values() for i in group}
+    vllm_19 = test_engine_vllm.CASES
+    models, gpus = len(list_models()), len(list_gpus())
+    return [
+        ("README.md", r"\*\*(\d+) bundled models\*\*", models),
+        ("README.md", r"checked against (\d+) real logs", len(every_log)),
+        ("README.md", r"on (\d+) accelerators", gpus),
+        ("README.md", r"(\d+) of them kept whole in tests/data/logs", len(_kept_logs())),
+        ("docs/cli.md", r"(\d+) bundled models", models),
+        ("docs/cli.md", r"(\d+) accelerators", gpus),
+        ("docs/engines.md", r"holds (\d+) vLLM v0\.19\.0 start-ups", len(vllm_19)),
+        (
+            "docs/engines.md",
+            r"\((\d+) of \d+ single-stage cases",
+            sum(1 for c in vllm_19 if c.pp == 1),
+        ),
+        ("docs/engines.md", r"come out exactly as\s+printed \((\d+) of", len(vllm_19)),
+        ("docs/engines.md", r"All (\w+) llama\.cpp and ik_llama\.cpp logs", len(ids["llamacpp"])),
+        ("docs/engines.md", r"(\w+) reference logs \(Qwen3-235B", len(ids["sglang"])),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "expected"), _counts(), ids=lambda v: str(v)[:40]
+)
+def test_every_count_in_the_docs_is_computed(path: str, pattern: str, expected: int) -> None:
+    text = (ROOT / path).read_text(encoding="utf-8")
+    found = re.findall(pattern, text)
+    assert found, f"{path}: no match for {pattern!r}"
+    for word in found:
+        value = int(word) if word.isdigit() else _WORDS[word.lower()]
+        assert value == expected, f"{path}: says {word} where the count is {expected}"
+
+
+def test_no_uncounted_count_of_logs_models_or_gpus() -> None:
+    """A new sentence with a count of logs, models or accelerators must join the table above."""
+    counted = {(p, pat) for p, pat, _ in _counts()}
+    for doc in [README, *sorted(DOCS.glob("*.md"))]:
+        rel = doc.relative_to(ROOT).as_posix()
+        text = doc.read_text(encoding="utf-8")
+        counts = r"\b(\d+) (?:real |reference |bundled )?(?:logs|models|accelerators)\b"
+        for m in re.finditer(counts, text):
+            assert any(
+                p == rel and re.search(pat, text[max(0, m.start() - 40) : m.end() + 40])
+                for p, pat in counted
+            ), f"{rel}: {m.group(0)!r} is a count no test computes"
+
+
+def test_exit_codes_per_command_are_documented_and_in_help() -> None:
+    from kvplan.cli import COMMAND_EXIT_CODES
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert set(COMMAND_EXIT_CODES) == set(_commands())
+    for name, meaning in COMMAND_EXIT_CODES.items():
+        assert f"| `{name}` | {meaning} |" in text, f"docs/cli.md: exit codes of {name}"
+        assert _commands()[name].epilog == f"Exit codes: {meaning}.", name
