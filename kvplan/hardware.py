@@ -3,13 +3,35 @@
 ``memory_bytes`` is the *total* the serving runtime sees (``torch.cuda.mem_get_info()[1]``,
 ``total_memory``), not the marketing figure: an "80 GB" H100 reports 79.19 GiB. Engines size
 their budgets from that number, so kvplan does too.
+
+The figures are data: ``gpu_specs/*.yaml``, one file per family, each figure with its source
+(docs/hardware.md). They are read and validated once per process, on the first lookup, so
+importing this module (for the ``GPU`` type) costs neither YAML nor pydantic.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, NoReturn
 
-from kvplan.errors import KvplanError, closest
+from kvplan.errors import KvplanError, SpecError, closest
+
+#: Where the allowed keys of a GPU file are listed, named in its errors.
+_DOCS = "docs/hardware.md"
+
+#: What each key of a GPU's ``sources`` cites. A key may join several with "/"
+#: (``bandwidth/FLOPs``); every figure a GPU has is cited exactly once.
+SOURCE_KEYS: dict[str, tuple[str, ...]] = {
+    "memory": ("memory_bytes",),
+    "bandwidth": ("bandwidth_bytes_per_s",),
+    "FLOPs": ("bf16_flops", "fp8_flops"),
+    "BF16": ("bf16_flops",),
+    "FP8": ("fp8_flops",),
+}
+_FIGURES = ("memory_bytes", "bandwidth_bytes_per_s", "bf16_flops", "fp8_flops")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +50,15 @@ class GPU:
     unified_memory: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class GPUFile:
+    """One validated ``gpu_specs/*.yaml`` file: its place in the catalog and its GPUs."""
+
+    path: str
+    order: int
+    gpus: tuple[GPU, ...]
+
+
 class UnknownGPUError(KvplanError, LookupError):
     """No catalog GPU has that name; ``suggestions`` holds the closest."""
 
@@ -41,20 +72,24 @@ class UnknownGPUError(KvplanError, LookupError):
         )
 
 
-def list_gpus() -> tuple[GPU, ...]:
-    """The catalog, in its curated order (NVIDIA data center, workstation, AMD, Apple)."""
-    from kvplan.gpu_data import GPUS
+@cache
+def gpu_specs_dir() -> Path:
+    """The folder of GPU files: inside the installed package, or the source checkout's."""
+    from kvplan.files import bundled_dir
 
-    return GPUS
+    return bundled_dir("gpu_specs")
+
+
+def list_gpus() -> tuple[GPU, ...]:
+    """The catalog, in its curated order (NVIDIA data center, workstation, AMD, Apple):
+    files by ascending ``order``, GPUs as each file lists them."""
+    return _catalog()[0]
 
 
 def find_gpu(name: str) -> GPU:
     """A catalog GPU by name or alias, case-insensitive (``h100`` is the H100 SXM 80GB)."""
     key = name.strip().lower()
-    known: dict[str, GPU] = {}
-    for gpu in list_gpus():
-        for label in (gpu.name, *gpu.aliases):
-            known[label.lower()] = gpu
+    known = _catalog()[1]
     if key in known:
         return known[key]
     close = closest(key, list(known), limit=6, cutoff=0.5)
@@ -86,3 +121,159 @@ def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:
         fp8_flops=None,
         source="memory given on the command line",
     )
+
+
+# --- reading gpu_specs/ ------------------------------------------------------------------------
+
+
+@cache
+def _catalog() -> tuple[tuple[GPU, ...], dict[str, GPU]]:
+    gpus = load_gpu_specs(gpu_specs_dir())
+    return gpus, {label.lower(): g for g in gpus for label in (g.name, *g.aliases)}
+
+
+def load_gpu_specs(folder: str | Path) -> tuple[GPU, ...]:
+    """Every GPU of the ``*.yaml`` files in ``folder``: files by ascending ``order``, GPUs in
+    file order. Raises SpecError naming file, line and field for an invalid file, two files
+    with one ``order``, or a name or alias given twice (case-insensitive), across files too."""
+    paths = sorted(Path(folder).glob("*.yaml"))
+    files = sorted((load_gpu_file(p) for p in paths), key=lambda f: f.order)
+    owner: dict[str, str] = {}
+    orders: dict[int, str] = {}
+    for f in files:
+        if f.order in orders:
+            _refuse(f, ("order",), f"{f.order} is also the order of {orders[f.order]}")
+        orders[f.order] = f.path
+        for i, gpu in enumerate(f.gpus):
+            labels = [
+                (("name",), gpu.name),
+                *((("aliases", j), a) for j, a in enumerate(gpu.aliases)),
+            ]
+            for where, label in labels:
+                if label.lower() in owner:
+                    problem = f"{label!r} is already a name of {owner[label.lower()]}"
+                    _refuse(f, ("gpus", i, *where), problem)
+                owner[label.lower()] = f"{gpu.name} ({f.path})"
+    return tuple(g for f in files for g in f.gpus)
+
+
+def _refuse(f: GPUFile, loc: tuple[int | str, ...], problem: str) -> NoReturn:
+    from kvplan.files import read_text
+    from kvplan.validation import line_of
+
+    field = ".".join(str(part) for part in loc)
+    raise SpecError(f.path, [f"{field}: {problem}"], [line_of(read_text(f.path), loc)])
+
+
+def load_gpu_file(path: str | Path) -> GPUFile:
+    """One GPU file, validated. Raises SpecError naming file, line and field."""
+    from kvplan.validation import read_yaml, validate
+
+    data, text = read_yaml(path)
+    model, keys = _file_model()
+    checked: Any = validate(model, data, str(path), text, keys, _DOCS)
+    return GPUFile(str(path), checked.order, tuple(_to_gpu(e) for e in checked.gpus))
+
+
+def _to_gpu(entry: Any) -> GPU:
+    parts = [f"{key}: {citation}" for key, citation in entry.sources.items()]
+    return GPU(
+        name=entry.name,
+        display_name=entry.display_name,
+        vendor=entry.vendor,
+        memory_bytes=entry.memory_bytes,
+        bandwidth_bytes_per_s=entry.bandwidth_bytes_per_s,
+        bf16_flops=entry.bf16_flops,
+        fp8_flops=entry.fp8_flops,
+        source="; ".join([*parts, *entry.notes]),
+        aliases=entry.aliases,
+        unified_memory=entry.unified_memory,
+    )
+
+
+_LABEL = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+
+
+def _check_label(value: str) -> str:
+    """A name typed after ``--gpu``: lower case, as ``find_gpu`` compares them."""
+    if not _LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value[:70]!r}: use 1 to 64 lower-case letters, digits, '.', '+' or '-',"
+            " starting with a letter or digit"
+        )
+    return value
+
+
+def _check_sources(sources: dict[str, str], figures: dict[str, Any]) -> dict[str, str]:
+    """``sources`` when it cites each figure present in ``figures`` exactly once."""
+    cited: dict[str, str] = {}
+    for key in sources:
+        for part in key.split("/"):
+            if part not in SOURCE_KEYS:
+                allowed = ", ".join(SOURCE_KEYS)
+                raise ValueError(f"{part!r} names no figure; keys are {allowed}, joined by /")
+            for figure in SOURCE_KEYS[part]:
+                if figure in cited and figures.get(figure) is not None:
+                    raise ValueError(f"{figure} is cited twice, by {cited[figure]!r} and {key!r}")
+                cited[figure] = key
+    missing = [f for f in _FIGURES if figures.get(f) is not None and f not in cited]
+    if missing:
+        raise ValueError(f"no source for {', '.join(missing)}; every figure needs its source")
+    return sources
+
+
+@cache
+def _file_model() -> tuple[Any, frozenset[str]]:
+    """The pydantic model of a GPU file and its key names.
+
+    Built on the first lookup rather than at import: every engine imports this module for the
+    ``GPU`` type, and ``kvplan --help`` must not pay for pydantic."""
+    from typing import Annotated
+
+    from pydantic import (
+        AfterValidator,
+        BaseModel,
+        ConfigDict,
+        Field,
+        StrictBool,
+        StrictInt,
+        ValidationInfo,
+    )
+    from pydantic import field_validator as check
+
+    from kvplan.validation import field_names
+
+    label = Annotated[str, AfterValidator(_check_label)]
+    text = Annotated[str, Field(min_length=1)]
+    positive = Annotated[StrictInt, Field(gt=0)]
+
+    class Entry(BaseModel):
+        model_config = ConfigDict(frozen=True, extra="forbid")
+
+        name: label
+        display_name: text
+        vendor: label
+        aliases: tuple[label, ...] = ()
+        memory_bytes: positive
+        bandwidth_bytes_per_s: positive
+        bf16_flops: positive
+        fp8_flops: positive | None
+        unified_memory: StrictBool = False
+        sources: dict[str, text]
+        notes: tuple[text, ...] = ()
+
+        @check("sources")
+        @classmethod
+        def _cited(cls, sources: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+            return _check_sources(sources, info.data)
+
+    class File(BaseModel):
+        """A GPU file: ``order`` and ``gpus`` now; ``systems`` and ``prices`` are kept for
+        nodes, interconnects and prices (sibling keys, docs/hardware.md)."""
+
+        model_config = ConfigDict(frozen=True, extra="forbid")
+
+        order: StrictInt
+        gpus: tuple[Entry, ...] = ()
+
+    return File, frozenset(field_names(File))

@@ -1,8 +1,23 @@
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from kvplan.hardware import UnknownGPUError, custom_gpu, find_gpu, list_gpus
+from kvplan.errors import SpecError
+from kvplan.hardware import (
+    GPU,
+    UnknownGPUError,
+    custom_gpu,
+    find_gpu,
+    gpu_specs_dir,
+    list_gpus,
+    load_gpu_file,
+    load_gpu_specs,
+)
 from kvplan.units import GiB, format_bytes
 
 REQUIRED = [
@@ -31,12 +46,117 @@ REQUIRED = [
     "mi355x",
 ]
 
+MiB = 2**20
+GB = 10**9  # bandwidth: GB/s; FLOP/s: GFLOP/s
+
+# The catalog in its curated order, in the units the sources cite: memory in MiB as torch
+# prints total_memory (bytes // 2**20; Apple: the working set), bandwidth in GB/s, dense
+# peaks in GFLOP/s (a datasheet's sparse figure halved: H100 SXM bf16 1979/2 = 989.5 TFLOP/s).
+CATALOG = [
+    # name, memory MiB, GB/s, bf16 GFLOP/s, fp8 GFLOP/s
+    ("h100-sxm", 81_090, 3_350, 989_500, 1_979_000),  # fp8 3958/2
+    ("h100-pcie", 81_008, 2_000, 756_500, 1_513_000),  # 1513/2, 3026/2
+    ("h100-nvl", 95_324, 3_900, 835_500, 1_670_500),  # 93.09 GiB x 1024 = 95324 MiB
+    ("h200", 143_156, 4_800, 989_500, 1_979_000),
+    ("h20", 97_285, 4_000, 148_000, 296_000),
+    ("b200", 182_642, 8_000, 2_250_000, 4_500_000),  # 4.5 PF sparse / 2
+    ("b300", 274_115, 8_000, 2_250_000, 4_500_000),  # 267.69 GiB x 1024 = 274114.6 -> 274115
+    ("gb200", 188_733, 8_000, 2_500_000, 5_000_000),
+    ("a100-40gb", 40_335, 1_555, 312_000, None),
+    ("a100-80gb", 81_050, 2_039, 312_000, None),
+    ("a10g", 22_587, 600, 70_000, None),
+    ("a10", 22_587, 600, 125_000, None),  # 250/2
+    ("l4", 22_559, 300, 121_000, 242_500),  # 242/2, 485/2
+    ("l40s", 45_589, 864, 362_050, 733_000),
+    ("l40", 45_589, 864, 181_050, 362_000),
+    ("v100-16gb", 16_160, 900, 125_000, None),  # FP16 tensor peak
+    ("v100-32gb", 32_510, 900, 125_000, None),
+    ("t4", 15_095, 320, 65_000, None),
+    ("rtx-3090", 24_259, 936, 71_000, None),
+    ("rtx-4090", 24_563, 1_008, 165_200, 330_300),
+    ("rtx-5090", 32_606, 1_792, 209_500, 419_000),  # nvidia-smi 32607 - 1 MiB
+    ("rtx-6000-ada", 48_622, 960, 364_250, 728_500),
+    ("rtx-pro-6000", 97_250, 1_792, 503_800, 1_007_600),
+    ("mi300x", 196_592, 5_300, 1_307_400, 2_614_900),  # 192 GiB - 16 MiB = 196592 MiB
+    ("mi325x", 262_128, 6_000, 1_307_400, 2_614_900),  # 256 GiB - 16 MiB
+    ("mi355x", 294_896, 8_000, 2_516_600, 5_033_200),  # 288 GiB - 16 MiB
+    ("m2-ultra-192gb", 147_456, 800, 27_200, None),  # 75% of 192 GiB = 144 GiB
+    ("m3-max-128gb", 98_304, 400, 14_200, None),  # 96 GiB
+    ("m4-max-128gb", 98_304, 546, 16_100, None),
+    ("m3-ultra-512gb", 475_136, 819, 28_400, None),  # 464 GiB
+]
+
 
 def test_catalog_size_and_required_entries() -> None:
     names = {g.name for g in list_gpus()}
     assert len(names) >= 25
     assert set(REQUIRED) <= names
     assert any(g.vendor == "apple" and g.unified_memory for g in list_gpus())
+
+
+def test_curated_order_is_kept() -> None:
+    assert [g.name for g in list_gpus()] == [row[0] for row in CATALOG]
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_mib", "bandwidth_gb_s", "bf16_gflops", "fp8_gflops"),
+    CATALOG,
+    ids=[row[0] for row in CATALOG],
+)
+def test_figures_equal_the_hand_table(
+    name: str, memory_mib: int, bandwidth_gb_s: int, bf16_gflops: int, fp8_gflops: int | None
+) -> None:
+    gpu = find_gpu(name)
+    assert gpu.memory_bytes == memory_mib * MiB
+    assert gpu.bandwidth_bytes_per_s == bandwidth_gb_s * GB
+    assert gpu.bf16_flops == bf16_gflops * GB
+    assert gpu.fp8_flops == (None if fp8_gflops is None else fp8_gflops * GB)
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_bytes"),
+    [
+        ("h100-sxm", 85_029_027_840),  # 81090 x 1048576
+        ("a100-80gb", 84_987_084_800),  # 81050 x 1048576
+        ("l40s", 47_803_531_264),  # 45589 x 1048576
+        ("mi300x", 206_141_652_992),  # 196592 x 1048576
+        ("m3-max-128gb", 103_079_215_104),  # 96 x 2^30; llama.cpp "103079.22 MB"
+    ],
+)
+def test_memory_bytes_written_out(name: str, memory_bytes: int) -> None:
+    assert find_gpu(name).memory_bytes == memory_bytes
+
+
+def test_memory_matches_the_cited_runtime_figure() -> None:
+    """Where the source quotes torch's ``total_memory=NMB`` (MiB) or derives ``N MiB x 2^20``,
+    the figure is that many MiB; Apple's llama.cpp "MB" are 10^6 B."""
+    checked = 0
+    for gpu in list_gpus():
+        memory = gpu.source.split("; bandwidth")[0]
+        found = re.search(r"total_memory=(\d+)MB", memory) or re.search(
+            r"(\d+) MiB x 2\^20", memory
+        )
+        if found:
+            assert gpu.memory_bytes == int(found.group(1)) * MiB, gpu.name
+            checked += 1
+        apple = re.search(r"recommendedMaxWorkingSetSize = ([\d.]+) MB", memory)
+        if apple:
+            assert f"{gpu.memory_bytes / 10**6:.2f}" == apple.group(1), gpu.name
+            checked += 1
+    assert checked >= 25
+
+
+@pytest.mark.parametrize(
+    ("name", "cited"),
+    [
+        ("h100-sxm", "bandwidth/FLOPs: NVIDIA H100 datasheet, sparse/2"),
+        ("a10g", "BF16: approx. 70 TFLOPS dense"),
+        ("v100-16gb", "bandwidth/FLOPs: V100 datasheet"),
+        ("m3-ultra-512gb", "FLOPs: approx. FP32 ALU peak"),
+    ],
+)
+def test_sources_name_each_figure(name: str, cited: str) -> None:
+    assert cited in find_gpu(name).source
 
 
 def test_names_and_aliases_unique() -> None:
@@ -48,14 +168,163 @@ def test_names_and_aliases_unique() -> None:
 
 @pytest.mark.parametrize("gpu", list_gpus(), ids=lambda g: g.name)
 def test_every_entry_is_plausible(gpu: object) -> None:
-    from kvplan.hardware import GPU
-
     assert isinstance(gpu, GPU)
     assert 8 * GiB < gpu.memory_bytes < 600 * GiB
     assert gpu.bandwidth_bytes_per_s > 10**11
     assert gpu.bf16_flops > 10**12
     assert gpu.fp8_flops is None or gpu.fp8_flops >= gpu.bf16_flops
     assert gpu.source
+    assert gpu.unified_memory == (gpu.vendor == "apple")
+
+
+SPEC_FILES = sorted(gpu_specs_dir().glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.name)
+def test_every_file_validates(path: Path) -> None:
+    family = load_gpu_file(path)
+    assert family.gpus
+    assert all(isinstance(g.memory_bytes, int) for g in family.gpus)
+
+
+def test_files_have_distinct_orders() -> None:
+    orders = [load_gpu_file(p).order for p in SPEC_FILES]
+    assert len(SPEC_FILES) >= 6
+    assert len(set(orders)) == len(orders)
+
+
+def test_importing_hardware_reads_no_yaml_and_no_pydantic() -> None:
+    code = "import sys, kvplan.hardware; print(sorted({'yaml', 'pydantic'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- malformed files ---------------------------------------------------------------------------
+
+GOOD = """\
+order: 10
+gpus:
+  - name: x1
+    display_name: Example X1 24GB
+    vendor: example
+    aliases: [x1-24gb]
+    memory_bytes: 25_769_803_776
+    bandwidth_bytes_per_s: 1_000_000_000_000
+    bf16_flops: 100_000_000_000_000
+    fp8_flops: null
+    sources:
+      memory: 24 GiB
+      bandwidth/FLOPs: the X1 datasheet
+"""
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_good_file_loads(tmp_path: Path) -> None:
+    (gpu,) = load_gpu_file(_write(tmp_path, "x.yaml", GOOD)).gpus
+    assert gpu.memory_bytes == 24 * 2**30
+    assert gpu.fp8_flops is None
+    assert gpu.source == "memory: 24 GiB; bandwidth/FLOPs: the X1 datasheet"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "    bandwidth_bytes_per_s:",
+            "    bandwith_bytes_per_s:",
+            ":8: gpus.0.bandwith_bytes_per_s: unknown key; did you mean 'bandwidth_bytes_per_s'?",
+        ),
+        (
+            "memory_bytes: 25_769_803_776",
+            "memory_bytes: 24GiB",
+            ":7: gpus.0.memory_bytes: input should be a valid integer",
+        ),
+        (
+            "memory_bytes: 25_769_803_776",
+            'memory_bytes: "25769803776"',
+            ":7: gpus.0.memory_bytes: input should be a valid integer",
+        ),
+        (
+            "      memory: 24 GiB\n",
+            "",
+            ":11: gpus.0.sources: no source for memory_bytes; every figure needs its source",
+        ),
+        (
+            "      bandwidth/FLOPs: the X1 datasheet\n",
+            "      bandwidth/FLOPS: the X1 datasheet\n",
+            ":11: gpus.0.sources: 'FLOPS' names no figure",
+        ),
+        (
+            "      memory: 24 GiB\n",
+            "      memory: 24 GiB\n      BF16: a blog\n",
+            ":11: gpus.0.sources: bf16_flops is cited twice",
+        ),
+        (
+            "    sources:\n      memory: 24 GiB\n      bandwidth/FLOPs: the X1 datasheet\n",
+            "",
+            ":3: gpus.0.sources: required key is missing",
+        ),
+        (
+            "    fp8_flops: null\n",
+            "",
+            ":3: gpus.0.fp8_flops: required key is missing",
+        ),
+        ("order: 10", "order: 10\nsystem: []", ":2: system: unknown key"),
+        ("name: x1", "name: X1", ":3: gpus.0.name: 'X1': use 1 to 64 lower-case letters"),
+    ],
+    ids=[
+        "unknown key",
+        "size string where bytes",
+        "quoted integer",
+        "figure without source",
+        "unknown source key",
+        "figure cited twice",
+        "no sources",
+        "fp8 must be stated",
+        "unknown top-level key",
+        "upper-case name",
+    ],
+)
+def test_malformed_file_names_file_line_and_field(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    assert old in GOOD
+    path = _write(tmp_path, "bad.yaml", GOOD.replace(old, new))
+    with pytest.raises(SpecError) as caught:
+        load_gpu_file(path)
+    assert f"{path}{expected}" in str(caught.value)
+
+
+def test_alias_taken_in_another_file(tmp_path: Path) -> None:
+    _write(tmp_path, "a.yaml", GOOD)
+    other = GOOD.replace("order: 10", "order: 20").replace("name: x1", "name: x2")
+    second = _write(tmp_path, "b.yaml", other.replace("[x1-24gb]", "[x2-24gb, x1-24gb]"))
+    with pytest.raises(SpecError) as caught:
+        load_gpu_specs(tmp_path)
+    # line 6 holds the aliases of the only GPU of b.yaml
+    assert str(caught.value).startswith(f"{second}:6: gpus.0.aliases.1: 'x1-24gb' is already")
+
+
+def test_two_files_with_one_order(tmp_path: Path) -> None:
+    _write(tmp_path, "a.yaml", GOOD)
+    second = _write(tmp_path, "b.yaml", GOOD.replace("x1", "x2"))
+    with pytest.raises(SpecError, match=r"b\.yaml:1: order: 10 is also the order of"):
+        load_gpu_specs(tmp_path)
+    assert second.is_file()
+
+
+def test_files_list_by_order_then_position(tmp_path: Path) -> None:
+    _write(tmp_path, "a.yaml", GOOD.replace("order: 10", "order: 30"))
+    _write(tmp_path, "b.yaml", GOOD.replace("x1", "x2"))
+    assert [g.name for g in load_gpu_specs(tmp_path)] == ["x2", "x1"]
+
+
+# --- lookups -----------------------------------------------------------------------------------
 
 
 def test_h100_reports_79_19_gib_not_80() -> None:
