@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from kvplan.errors import ModelNotFoundError, closest
-from kvplan.files import is_file, path_exists
+from kvplan.files import bundled_dir, is_file, path_exists
 from kvplan.spec import ModelSpec, load_spec
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -20,10 +20,7 @@ _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 @cache
 def specs_dir() -> Path:
     """The folder of bundled specs: inside the installed package, or the source checkout's."""
-    packaged = Path(__file__).parent / "model_specs"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).parent.parent / "model_specs"
+    return bundled_dir("model_specs")
 
 
 def _bundled_files() -> list[Path]:
@@ -54,7 +51,7 @@ def _names_of(spec: ModelSpec) -> set[str]:
 
 def load_model(model: str | Path) -> ModelSpec:
     """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file,
-    a Hugging Face config.json or a model folder (imported by ``kvplan.hfconfig``).
+    a Hugging Face config.json or a model folder (imported by ``kvplan.importers``).
 
     Raises ModelNotFoundError with the closest names when nothing matches, and SpecError
     when a file is invalid.
@@ -62,7 +59,7 @@ def load_model(model: str | Path) -> ModelSpec:
     text = str(model)
     path = Path(text)
     if isinstance(model, Path) or path.suffix in _SPEC_SUFFIXES or path_exists(path):
-        from kvplan.hfconfig import import_config, is_hf_config
+        from kvplan.importers import import_config, is_hf_config
 
         if is_hf_config(path):
             return import_config(path).spec

@@ -1,0 +1,255 @@
+"""A Hugging Face ``config.json`` (or a model folder holding one) -> a validated kvplan spec.
+
+The mapping itself is generic: the text model's ``model_type`` picks a ``Rule`` from the
+registry (the family modules hold every model-specific quirk), and this module reads the keys
+all families share (layers, heads, hidden size, dtype, context length, vocabulary) under
+their several historical names. An unmapped ``model_type`` is refused, never guessed, and a
+value of a type or range no rule anticipated is a SpecError naming the file, not a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import SpecError
+from kvplan.files import is_file, is_folder, read_text
+from kvplan.importers.reading import CONFIG_NAME, NESTED, Config, Reading, mapping, read_json, whole
+from kvplan.importers.registry import (
+    is_wrapper,
+    rule_for,
+    supported_model_types,
+    wrapped_type,
+)
+from kvplan.importers.rules import Rule
+from kvplan.importers.safetensors import WeightCount, weights_in_folder
+from kvplan.spec import MAX_DIM, ModelSpec, parse_spec
+from kvplan.units import abbreviate
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    """An imported spec: the validated spec, its mapping (for YAML) and the derivation notes."""
+
+    spec: ModelSpec
+    data: dict[str, Any]
+    notes: tuple[str, ...]
+    config_path: str
+
+
+# --- the mapping ------------------------------------------------------------------------------
+
+
+def spec_from_config(config: Config, path: str = CONFIG_NAME) -> tuple[dict[str, Any], list[str]]:
+    """A spec mapping from a parsed ``config.json``, and the notes on how it was derived.
+
+    Raises SpecError naming ``path`` for an unmapped model_type or a malformed config.
+    """
+    try:
+        return _map(config)
+    except SpecError as e:
+        raise SpecError(path, e.problems) from None
+    except (TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as e:
+        # A value of a type or range no rule anticipated: refused, never a traceback.
+        raise SpecError(path, [f"malformed config: {str(e)[:200]}"]) from None
+
+
+def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
+    if not isinstance(config, Mapping):
+        raise SpecError("", ["a config.json must be a JSON object"])
+    model_type, rule, text, notes = _text_model(config)
+    r = Reading(model_type, text, rule.defaults, notes=notes)
+    n = _geometry(r, rule)
+    r.spec["torch_dtype"] = _model_dtype(r, rule, config)
+    max_len = r.get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+    if max_len is not None:
+        r.spec["max_position_embeddings"] = max_len
+    rule.layers(r, n)
+    for key in rule.extra:
+        if text.get(key) is not None:
+            r.spec[key] = text[key]
+    rule.state(r)
+    _sizes(r, config)
+    return r.spec, r.notes
+
+
+def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
+    """The text model's ``model_type``, its rule and config (a wrapper's nested one), and a
+    note when it is nested. Raises SpecError listing the supported types when not mapped."""
+    stated = config.get("model_type")
+    outer_type = stated if isinstance(stated, str) else None
+    notes: list[str] = []
+    text: Config = config
+    model_type = outer_type
+    unmapped = outer_type is None or rule_for(outer_type) is None
+    for key in NESTED:
+        inner = config.get(key)
+        if isinstance(inner, Mapping) and (is_wrapper(outer_type) or unmapped):
+            text = inner
+            model_type = inner.get("model_type") or wrapped_type(outer_type)
+            notes.append(f"text model from {key} (top-level model_type {outer_type})")
+            break
+    rule = rule_for(model_type) if isinstance(model_type, str) else None
+    if not isinstance(model_type, str) or rule is None:
+        shown = abbreviate(model_type if isinstance(model_type, str) else stated)
+        raise SpecError(
+            "",
+            [
+                f"model_type: {shown} is not an architecture kvplan can import; supported:"
+                f" {', '.join(supported_model_types())}; write a spec by hand instead"
+                " (docs/spec.md lists its keys) or add the family's rules (docs/importers.md)"
+            ],
+        )
+    return model_type, rule, text, notes
+
+
+def _geometry(r: Reading, rule: Rule) -> int:
+    """Layers, hidden size, heads, K/V heads and head_dim into the spec; returns the layers,
+    bounded before any rule builds a per-layer list."""
+    n = r.get("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = r.get("num_attention_heads", "n_head", "n_heads")
+    hidden = r.get("hidden_size", "n_embd", "d_model")
+    if n is None or heads is None:
+        raise SpecError("", ["num_hidden_layers, num_attention_heads: required in the config"])
+    n = whole(n, "num_hidden_layers")
+    heads = whole(heads, "num_attention_heads", maximum=MAX_DIM)
+    s = r.spec
+    s["model_type"] = r.model_type
+    s["num_hidden_layers"] = n
+    if hidden is not None:
+        s["hidden_size"] = hidden
+    s["num_attention_heads"] = heads
+    kv = rule.kv_heads(r)
+    if kv is not None:
+        s["num_key_value_heads"] = kv
+    head_dim = r.get("head_dim", "kv_channels", "attention_head_dim")
+    if head_dim is not None and rule.reads_head_dim:
+        s["head_dim"] = head_dim
+    return n
+
+
+def _model_dtype(r: Reading, rule: Rule, config: Config) -> str:
+    """The stated ``torch_dtype``/``dtype`` (the text model's, then the wrapper's), else the
+    rule's default with a note. A value that is not a name is refused, not read as float32."""
+    for source in (r.config, config):
+        for key in ("torch_dtype", "dtype"):
+            value = source.get(key)
+            if isinstance(value, str):
+                return value
+            if value is not None:
+                raise SpecError("", [f"{key}: must be a dtype name, got {abbreviate(value)}"])
+    r.notes.append(f"torch_dtype {rule.default_dtype}: not in the file")
+    return rule.default_dtype
+
+
+def _sizes(r: Reading, config: Config) -> None:
+    """Vocabulary, MLP width and embedding tying, which size the weights, not the cache."""
+    for key, names in (
+        ("vocab_size", ("vocab_size", "padded_vocab_size")),
+        ("intermediate_size", ("intermediate_size", "ffn_dim", "n_inner", "ffn_hidden_size")),
+        ("tie_word_embeddings", ("tie_word_embeddings",)),
+    ):
+        value = r.get(*names)
+        if value is None and key == "tie_word_embeddings":
+            value = config.get("tie_word_embeddings")  # a wrapper may state it outside
+        if value is not None:
+            r.spec[key] = value
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def is_hf_config(path: Path) -> bool:
+    """True for a model folder or a transformers config.json (not a kvplan spec in JSON)."""
+    if is_folder(path):
+        return True
+    if path.suffix != ".json" or not is_file(path):
+        return False
+    if path.name == CONFIG_NAME:
+        return True
+    try:
+        data = json.loads(read_text(path))
+    except (SpecError, ValueError, RecursionError):  # the spec reader reports the problem
+        return False
+    return isinstance(data, dict) and any(
+        k in data for k in ("architectures", "transformers_version", *NESTED)
+    )
+
+
+def import_config(path: str | Path, name: str | None = None, hf_id: str | None = None) -> Imported:
+    """Read a config.json, or a model folder holding one, into a validated spec.
+
+    From a folder the safetensors headers (or the index) add the exact parameter count, its
+    formats and, with ``quantization_config``, how many parameters are quantized. Raises
+    SpecError naming the file for anything unmapped, malformed or invalid.
+    """
+    path = Path(path)
+    folder = path if is_folder(path) else None
+    config_path = path / CONFIG_NAME if folder else path
+    if folder is not None and not is_file(config_path):
+        raise SpecError(str(path), [f"{CONFIG_NAME}: not in this folder"])
+    shown = str(config_path)
+    config = read_json(config_path)
+    data, notes = spec_from_config(config, shown)
+    if folder is not None:
+        try:
+            count = weights_in_folder(folder, config, data["torch_dtype"])
+        except SpecError as e:
+            raise SpecError(e.path or shown, e.problems, e.lines) from None
+        if count is not None:
+            _add_weights(data, notes, count)
+    try:
+        quant = mapping(config.get("quantization_config"), "quantization_config")
+    except SpecError as e:
+        raise SpecError(shown, e.problems) from None
+    if quant and "weight_dtype" not in data:
+        notes.append(f"quantization_config {quant.get('quant_method')}: weights not counted")
+    label = name or (hf_id.rsplit("/", 1)[-1].lower() if hf_id else _default_name(path, config))
+    ordered: dict[str, Any] = {"name": label}
+    hub = hf_id or config.get("_name_or_path")
+    if isinstance(hub, str) and hub.count("/") == 1 and not hub.startswith((".", "/")):
+        ordered["hf_id"] = hub
+    origin = f"{hf_id} {CONFIG_NAME}" if hf_id else shown
+    ordered["source"] = f"imported from {origin}" + (f"; {'; '.join(notes)}" if notes else "")
+    ordered.update(data)
+    spec = parse_spec(ordered, shown)
+    return Imported(spec, ordered, tuple(notes), origin)
+
+
+def _add_weights(data: dict[str, Any], notes: list[str], count: WeightCount) -> None:
+    data["num_parameters"] = count.num_parameters
+    if count.weight_dtype is not None and count.num_quantized_parameters:
+        data["weight_dtype"] = count.weight_dtype
+        data["num_quantized_parameters"] = count.num_quantized_parameters
+    formats = ", ".join(f"{k} {v:,}" for k, v in count.dtypes.items())
+    notes.append(f"num_parameters {count.num_parameters:,} from {count.how} ({formats})")
+
+
+def _default_name(path: Path, config: Config) -> str:
+    """The folder's name (``models/Llama-3.1-8B/config.json`` -> ``llama-3.1-8b``), or the
+    file's stem when it is not called config.json."""
+    if is_folder(path) or path.name == CONFIG_NAME:
+        folder = path if is_folder(path) else path.parent
+        stem = folder.resolve().name
+    else:
+        stem = path.stem
+    return (stem or str(config.get("model_type", "imported"))).lower()
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def spec_yaml(imported: Imported) -> str:
+    """The imported spec as YAML: a comment with each derivation, then the keys in spec order
+    (lists of layer kinds on one line, as in the bundled specs)."""
+    import yaml
+
+    lines = [f"# Imported from {imported.config_path} by kvplan import."]
+    lines += [f"# - {note}" for note in imported.notes]
+    body = yaml.safe_dump(
+        imported.data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
+    )
+    return "\n".join(lines) + "\n" + body

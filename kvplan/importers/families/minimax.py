@@ -1,0 +1,45 @@
+"""MiniMax-Text-01: lightning (linear) attention with a softmax layer where ``attn_type_list``
+says 1. The checkpoint is bfloat16, which its config does not state."""
+
+from __future__ import annotations
+
+from kvplan.errors import SpecError
+from kvplan.importers.reading import Reading
+from kvplan.importers.registry import register
+from kvplan.importers.rules import Rule, layers_explicit, pattern_every
+
+FAMILY = "minimax"
+
+
+def _layers_minimax(r: Reading, n: int) -> None:
+    if layers_explicit(r, n):
+        return
+    kinds = r.config.get("attn_type_list")
+    if not isinstance(kinds, list) or len(kinds) != n:
+        raise SpecError("", [f"attn_type_list: needs one entry per layer ({n})"])
+    pattern_every(
+        r, n, lambda i: bool(kinds[i]), "linear_attention", "attn_type_list (1 softmax, 0 linear)"
+    )
+
+
+def _lightning_state(r: Reading) -> None:
+    # Lightning attention keeps one head_dim x head_dim state per head and no conv tail:
+    # a gated-delta-style state with K and V heads equal and a kernel of 1.
+    s = r.spec
+    heads, dim = s["num_attention_heads"], s.get("head_dim")
+    s.update(
+        linear_num_key_heads=heads,
+        linear_num_value_heads=heads,
+        linear_key_head_dim=dim,
+        linear_value_head_dim=dim,
+        linear_conv_kernel_dim=1,
+    )
+    r.notes.append(f"linear attention state: {heads} heads x {dim} x {dim}, no conv")
+
+
+_RULE = Rule(layers=_layers_minimax, state=_lightning_state, default_dtype="bfloat16")
+_NOTES = "attn_type_list (1 softmax, 0 lightning); state heads x head_dim^2; bfloat16 default"
+
+# minimax_text_01 is the released file's name for the minimax architecture.
+for _type in ("minimax", "minimax_text_01"):
+    register(FAMILY, _type, _RULE, ("full_attention", "linear_attention"), _NOTES)

@@ -1,0 +1,96 @@
+"""The one registry of import rules: ``model_type`` -> ``Rule``, and the ``Architecture`` that
+``kvplan architectures`` lists for it.
+
+Family modules (``kvplan.importers.families.<family>``) call ``register`` at import time; the
+package ``kvplan.importers`` imports every family once, so the registry itself imports none
+and there is no cycle: families -> registry -> rules -> reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.importers.rules import Rule
+
+#: The layer kinds an architecture may list (``mla_latent`` is full attention through MLA's
+#: compressed latent; ``no_cache`` is a layer without attention or state, e.g. an MLP layer).
+LAYER_KINDS = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "mla_latent",
+    "mamba",
+    "linear_attention",
+    "no_cache",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """One importable ``model_type``: its rules module (``family``), the layer kinds its rule
+    can produce, and a one-line note on the quirks the rule handles."""
+
+    model_type: str
+    family: str
+    layer_kinds: tuple[str, ...]
+    notes: str
+
+
+_RULES: dict[str, Rule] = {}
+_WRAPPED: dict[str, str] = {}  # wrapper model_type -> the model_type of its text model
+_ARCHITECTURES: dict[str, Architecture] = {}
+
+
+def _add(architecture: Architecture) -> None:
+    name = architecture.model_type
+    if name in _ARCHITECTURES:
+        raise ValueError(f"model_type {name!r}: registered twice")
+    unknown = sorted(set(architecture.layer_kinds) - set(LAYER_KINDS))
+    if unknown or not architecture.layer_kinds:
+        raise ValueError(f"model_type {name!r}: layer kinds {unknown} not in {LAYER_KINDS}")
+    if not architecture.notes or "\n" in architecture.notes:
+        raise ValueError(f"model_type {name!r}: notes must be one line")
+    _ARCHITECTURES[name] = architecture
+
+
+def register(
+    family: str, model_type: str, rule: Rule, layer_kinds: tuple[str, ...], notes: str
+) -> None:
+    """Map ``model_type`` by ``rule``. Raises ValueError when the type is already registered,
+    a layer kind is unknown or the notes are not one line (a mistake in a family module)."""
+    _add(Architecture(model_type, family, tuple(layer_kinds), notes))
+    _RULES[model_type] = rule
+
+
+def register_wrapper(family: str, model_type: str, inner: str, notes: str) -> None:
+    """``model_type`` wraps a text model in a nested config (``text_config``...); the nested
+    ``model_type``, or ``inner`` when the nested config has none, decides the rule. ``inner``
+    must be registered first."""
+    layer_kinds = _ARCHITECTURES[inner].layer_kinds
+    _add(Architecture(model_type, family, layer_kinds, notes))
+    _WRAPPED[model_type] = inner
+
+
+def rule_for(model_type: str) -> Rule | None:
+    """The rule of a (non-wrapper) ``model_type``; None when it is not mapped."""
+    return _RULES.get(model_type)
+
+
+def wrapped_type(model_type: str | None) -> str | None:
+    """The text model's ``model_type`` a wrapper implies; None for anything else."""
+    return _WRAPPED.get(model_type) if model_type is not None else None
+
+
+def is_wrapper(model_type: str | None) -> bool:
+    """True for a registered wrapper (``gemma3``, ``llama4``, ``mistral3``)."""
+    return model_type in _WRAPPED
+
+
+def supported_model_types() -> list[str]:
+    """Every model_type the importer maps (wrappers included), sorted."""
+    return sorted(_ARCHITECTURES)
+
+
+def list_architectures() -> tuple[Architecture, ...]:
+    """Every registered model_type's ``Architecture``, sorted by model_type."""
+    return tuple(_ARCHITECTURES[name] for name in sorted(_ARCHITECTURES))

@@ -1,0 +1,169 @@
+"""Exact parameter counts from a checkpoint's safetensors headers (or its index).
+
+A safetensors file starts with an 8-byte little-endian header length and a JSON header naming
+each tensor's dtype and shape; only that header is read, never the tensors. The header is
+third-party input: a length past 100 MiB, a dtype that is not a safetensors name, a shape that
+is not a short list of sizes, or a total past ``MAX_PARAMETERS`` is a SpecError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import SpecError
+from kvplan.files import is_file, read_bytes, read_head
+from kvplan.importers.reading import Config, mapping, read_json, whole
+from kvplan.spec import MAX_PARAMETERS
+from kvplan.units import abbreviate
+
+INDEX_NAME = "model.safetensors.index.json"
+
+# Storage beside quantized weights: scales, zero points, group indices; not parameters.
+_OVERHEAD = ("_scales", "_scale", "weight_scale_inv", ".scales", ".qzeros", ".g_idx", "_zero_point")
+_HEADER_LIMIT = 100 * 2**20
+_DTYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,15}")
+#: Dimensions of one tensor, and the largest dimension: far beyond any checkpoint.
+_MAX_RANK = 16
+_MAX_DIM = 2**48
+
+
+@dataclass(frozen=True, slots=True)
+class WeightCount:
+    """Parameters of a checkpoint, read from safetensors headers or the index."""
+
+    num_parameters: int
+    num_quantized_parameters: int
+    weight_dtype: str | None
+    dtypes: dict[str, int]
+    how: str
+
+
+def read_safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a .safetensors file: the 8-byte little-endian length, then JSON.
+
+    Reads the header only, never the tensors. Raises SpecError naming the file when it is not
+    a regular file, not safetensors, or a tensor's dtype or shape is malformed.
+    """
+    head = read_head(path, 8)
+    if len(head) < 8:
+        raise SpecError(str(path), ["not a safetensors file: shorter than 8 bytes"])
+    (length,) = struct.unpack("<Q", head)
+    if length > _HEADER_LIMIT:
+        raise SpecError(str(path), [f"not a safetensors file: header of {length:,} B"])
+    raw = read_bytes(path, offset=8, num_bytes=length)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        header = None
+    if len(raw) < length or not isinstance(header, dict):
+        raise SpecError(str(path), ["not a safetensors file: the header is not a JSON object"])
+    try:
+        for name, info in header.items():
+            if name != "__metadata__":
+                _tensor(name, info)
+    except SpecError as e:
+        raise SpecError(str(path), [f"not a safetensors file: {e.problems[0]}"]) from None
+    return header
+
+
+def _tensor(name: str, info: Any) -> tuple[str, int]:
+    """A header entry's dtype and element count; SpecError naming the tensor when malformed."""
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    if not isinstance(info, Mapping):
+        raise SpecError("", [f"{shown}: must be an object with dtype and shape"])
+    dtype, shape = info.get("dtype"), info.get("shape")
+    if not isinstance(dtype, str) or not _DTYPE_NAME.fullmatch(dtype):
+        raise SpecError("", [f"{shown}: dtype {abbreviate(dtype)} is not a safetensors dtype"])
+    if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+        raise SpecError("", [f"{shown}: shape must be a list of at most {_MAX_RANK} sizes"])
+    numel = 1
+    for dim in shape:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim <= _MAX_DIM:
+            raise SpecError("", [f"{shown}: shape {abbreviate(dim)} is not a size"])
+        numel *= dim
+    return dtype, numel
+
+
+def count_parameters(
+    headers: Mapping[str, Mapping[str, Any]], quant: Config, how: str = "safetensors headers"
+) -> WeightCount:
+    """Parameters per format from safetensors headers (name -> {dtype, shape}).
+
+    Scales, zero points and group indices are storage, not parameters. MXFP4 ``*_blocks``
+    hold two 4-bit values a byte; GPTQ/AWQ ``qweight`` packs 32 / bits values an int32.
+    Raises SpecError for a malformed entry or ``quantization_config``.
+    """
+    quant = mapping(quant, "quantization_config")
+    method = str(quant.get("quant_method", "")).lower()
+    bits = quant.get("bits", 4)
+    bits = 4 if bits is None else whole(bits, "quantization_config.bits", maximum=32)
+    dtypes: dict[str, int] = {}
+    quantized = 0
+    for name, info in headers.items():
+        if name == "__metadata__" or name.endswith(_OVERHEAD):
+            continue
+        dtype, numel = _tensor(name, info)
+        if name.endswith("_blocks") and dtype == "U8":
+            numel, dtype = numel * 2, "MXFP4"
+            quantized += numel
+        elif name.endswith(".qweight") and dtype == "I32":
+            numel, dtype = numel * 32 // bits, f"INT{bits}"
+            quantized += numel
+        elif dtype.startswith("F8_"):
+            quantized += numel
+        dtypes[dtype] = dtypes.get(dtype, 0) + numel
+    total = sum(dtypes.values())
+    if total > MAX_PARAMETERS:
+        raise SpecError("", [f"safetensors headers: {total:,} parameters, over {MAX_PARAMETERS:,}"])
+    return WeightCount(
+        num_parameters=total,
+        num_quantized_parameters=quantized,
+        weight_dtype=_weight_dtype(method, bits) if quantized else None,
+        dtypes=dict(sorted(dtypes.items())),
+        how=how,
+    )
+
+
+def _weight_dtype(method: str, bits: int) -> str | None:
+    if method in ("gptq", "awq"):
+        return "int4" if bits == 4 else "int8" if bits == 8 else None
+    return {"fp8": "fp8_e4m3", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}.get(method)
+
+
+def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightCount | None:
+    """The checkpoint's parameters, from shard headers, else from the index's total_size when
+    the checkpoint is unquantized (one dtype); None when the folder has neither."""
+    shards = sorted(folder.glob("*.safetensors"))
+    quant = mapping(config.get("quantization_config"), "quantization_config")
+    if shards:
+        headers: dict[str, Any] = {}
+        for shard in shards:
+            headers.update(read_safetensors_header(shard))
+        return count_parameters(headers, quant, f"safetensors headers of {len(shards)} file(s)")
+    index = folder / INDEX_NAME
+    if not is_file(index):
+        return None
+    data = read_json(index)
+    try:
+        metadata = mapping(data.get("metadata"), "metadata")
+        total = metadata.get("total_size")
+        if total is not None:
+            whole(total, "metadata.total_size", maximum=MAX_PARAMETERS * 8)
+    except SpecError as e:
+        raise SpecError(str(index), e.problems) from None
+    width = {"float32": 4, "float16": 2, "bfloat16": 2}.get(torch_dtype)
+    if not isinstance(total, int) or quant or width is None or total % width:
+        return None
+    return WeightCount(
+        total // width,
+        0,
+        None,
+        {torch_dtype: total // width},
+        f"{INDEX_NAME} total_size {total:,} B / {width} B",
+    )

@@ -1,0 +1,106 @@
+"""The registry of import rules: every family registers, every fixture's model_type is
+mapped, and ``list_architectures`` is sorted, unique and names only known layer kinds."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import SpecError
+from kvplan.importers import (
+    Architecture,
+    families,
+    import_config,
+    list_architectures,
+    spec_from_config,
+    supported_model_types,
+)
+from kvplan.importers.registry import LAYER_KINDS, register
+from kvplan.importers.rules import Rule
+from kvplan.layers import LAYER_KINDS as SPEC_LAYER_KINDS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+CONFIGS = sorted(FIXTURES.glob("*/config.json"))
+FAMILY_MODULES = sorted(m.name for m in pkgutil.iter_modules(families.__path__))
+BY_TYPE = {a.model_type: a for a in list_architectures()}
+
+
+def _model_types(config_path: Path) -> set[str]:
+    """The top-level model_type and, for a wrapper, its text model's."""
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    inner = (config.get("text_config") or {}).get("model_type")
+    return {config["model_type"]} | ({inner} if inner else set())
+
+
+def test_every_family_module_registers_a_model_type() -> None:
+    registered = {a.family for a in list_architectures()}
+    assert sorted(families.__all__) == FAMILY_MODULES  # none forgotten in the load list
+    assert set(FAMILY_MODULES) == registered
+
+
+def test_every_fixture_model_type_is_registered() -> None:
+    assert len(CONFIGS) >= 78
+    seen = set().union(*(_model_types(p) for p in CONFIGS))
+    assert seen <= set(BY_TYPE), sorted(seen - set(BY_TYPE))
+
+
+def test_list_is_sorted_unique_and_valid() -> None:
+    archs = list_architectures()
+    names = [a.model_type for a in archs]
+    assert names == sorted(names) == supported_model_types()
+    assert len(names) == len(set(names))
+    # the spec's layer kinds, plus MLA's latent (full attention through kv_lora_rank)
+    assert set(LAYER_KINDS) == {*SPEC_LAYER_KINDS, "mla_latent"}
+    for a in archs:
+        assert isinstance(a, Architecture)
+        assert a.layer_kinds, a.model_type
+        assert set(a.layer_kinds) <= set(LAYER_KINDS), a.model_type
+        assert len(a.layer_kinds) == len(set(a.layer_kinds)), a.model_type
+        assert a.notes, a.model_type
+        assert "\n" not in a.notes, a.model_type
+
+
+@pytest.mark.parametrize("config_path", CONFIGS, ids=[p.parent.name for p in CONFIGS])
+def test_imported_layers_are_among_the_listed_kinds(config_path: Path) -> None:
+    spec = import_config(config_path).spec
+    assert {layer.kind for layer in spec.layers} <= set(BY_TYPE[spec.model_type].layer_kinds)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "family", "kinds"),
+    [
+        ("deepseek_v3", "deepseek", ("mla_latent",)),
+        ("kimi_k2", "deepseek", ("mla_latent",)),
+        ("qwen3_next", "qwen", ("full_attention", "linear_attention")),
+        ("nemotron_h", "nemotron_h", ("full_attention", "mamba", "no_cache")),
+        ("llama4_text", "llama4", ("full_attention", "chunked_attention")),
+        # a wrapper lists the kinds of the text model it holds
+        ("llama4", "llama4", ("full_attention", "chunked_attention")),
+        ("gemma3", "gemma", ("full_attention", "sliding_attention")),
+    ],
+)
+def test_known_architectures(model_type: str, family: str, kinds: tuple[str, ...]) -> None:
+    a = BY_TYPE[model_type]
+    assert (a.family, a.layer_kinds) == (family, kinds)
+
+
+def test_register_refuses_a_duplicate_or_unknown_kind() -> None:
+    before = list_architectures()
+    with pytest.raises(ValueError, match="registered twice"):
+        register("llama", "llama", Rule(), ("full_attention",), "again")
+    with pytest.raises(ValueError, match="layer kinds"):
+        register("test", "test_only_kind", Rule(), ("bogus",), "unknown kind")
+    with pytest.raises(ValueError, match="one line"):
+        register("test", "test_only_notes", Rule(), ("full_attention",), "two\nlines")
+    assert list_architectures() == before
+
+
+def test_unmapped_error_lists_the_registry() -> None:
+    with pytest.raises(SpecError) as err:
+        spec_from_config({"model_type": "rwkv", "num_hidden_layers": 24}, "x/config.json")
+    message = str(err.value)
+    assert f"supported: {', '.join(supported_model_types())};" in message
+    assert "docs/importers.md" in message
