@@ -10,6 +10,7 @@ never turns into a silently different figure. Every refusal is a ``UnitError`` (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,24 +66,23 @@ def as_int(value: object, name: str, *, minimum: int = 0, maximum: int | None = 
     return value
 
 
-def as_tokens(value: object, name: str, *, minimum: int = 0) -> int:
-    """A token count: an int, or a string such as ``32768``, ``32k`` (32,000), ``32K``."""
+def _as_parsed(value: object, name: str, parse: Callable[[str], int], minimum: int) -> int:
     if isinstance(value, str):
         try:
-            value = parse_tokens(value)
+            value = parse(value)
         except UnitError as e:
             raise UnitError(f"{name}: {e}") from None
     return as_int(value, name, minimum=minimum)
+
+
+def as_tokens(value: object, name: str, *, minimum: int = 0) -> int:
+    """A token count: an int, or a string such as ``32768``, ``32k`` (32,000), ``32K``."""
+    return _as_parsed(value, name, parse_tokens, minimum)
 
 
 def as_bytes(value: object, name: str, *, minimum: int = 0) -> int:
     """A size in bytes: an int, or a string such as ``80GiB`` or ``80GB``."""
-    if isinstance(value, str):
-        try:
-            value = parse_bytes(value)
-        except UnitError as e:
-            raise UnitError(f"{name}: {e}") from None
-    return as_int(value, name, minimum=minimum)
+    return _as_parsed(value, name, parse_bytes, minimum)
 
 
 def as_parallel(value: object, name: str) -> int:

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from kvplan.arguments import MAX_PARALLEL
-from kvplan.errors import KvplanError, SpecError
+from kvplan.errors import KvplanError, SpecError, UnitError
 from kvplan.files import path_exists
 from kvplan.units import format_bytes, format_tokens, parse_bytes, parse_tokens
 from kvplan.validation import field_names, line_locator, read_yaml, validate
@@ -170,7 +170,10 @@ _KEYS = field_names(Budget)
 
 
 def load_budget(path: str | Path) -> tuple[Budget, str]:
-    """A validated budget file and its text. Raises SpecError with file, line and field."""
+    """A validated budget file and its text. Raises SpecError with file, line and field,
+    UnitError for a ``path`` that is not a str or Path."""
+    if not isinstance(path, str | Path):
+        raise UnitError(f"path: expected a budget file's path, got {type(path).__name__}")
     data, text = read_yaml(path)
     if not isinstance(data, dict):
         raise SpecError(str(path), ["a budget file is a mapping with a `deployments` list"])
@@ -301,60 +304,20 @@ def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
 
 
 def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
-    """Every assertion of every deployment, in file order, with its line in ``text``."""
+    """Every assertion of every deployment, in file order, with its line in ``text``.
+
+    ``budget`` and ``text`` are what ``load_budget(path)`` returns; model paths in it are
+    relative to ``path``'s folder. Raises UnitError for arguments of the wrong type, and the
+    errors of loading a model or planning (SpecError, ModelNotFoundError, UnknownGPUError,
+    UnitError) naming the deployment's setting."""
+    if not isinstance(budget, Budget):
+        raise UnitError(f"budget: expected a Budget (load_budget), got {type(budget).__name__}")
+    if not isinstance(text, str) or not isinstance(path, str | Path):
+        raise UnitError("text and path: expected the budget file's text and its path")
     base = Path(path).resolve().parent
     line_of = line_locator(text)  # the file composed once, whatever the number of assertions
     results: list[AssertionResult] = []
     for index, d in enumerate(budget.deployments):
-        facts = deployment_facts(d, base)
-        expect = d.expect
-        checks: list[tuple[str, int | bool, int | bool, bool, str]] = []
-        if expect.fits is not None:
-            checks.append(("fits", expect.fits, facts.fits, facts.fits == expect.fits, "bool"))
-        if expect.min_concurrency is not None:
-            ok = facts.max_concurrency >= expect.min_concurrency
-            checks.append(
-                ("min_concurrency", expect.min_concurrency, facts.max_concurrency, ok, "requests")
-            )
-        if expect.min_context_at_concurrency is not None:
-            want = expect.min_context_at_concurrency
-            reached = context_at_concurrency(d, base, want.concurrency)
-            checks.append(
-                (
-                    "min_context_at_concurrency",
-                    want.tokens,
-                    reached,
-                    reached >= want.tokens,
-                    "tokens",
-                )
-            )
-        if expect.max_kv_bytes_per_token is not None:
-            ok = facts.kv_bytes_per_token <= expect.max_kv_bytes_per_token
-            checks.append(
-                (
-                    "max_kv_bytes_per_token",
-                    expect.max_kv_bytes_per_token,
-                    facts.kv_bytes_per_token,
-                    ok,
-                    "bytes",
-                )
-            )
-        if expect.min_free_memory is not None:
-            ok = facts.free_memory_bytes >= expect.min_free_memory
-            checks.append(
-                ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes, ok, "bytes")
-            )
-        if expect.min_kv_cache_tokens is not None:
-            ok = facts.kv_cache_tokens >= expect.min_kv_cache_tokens
-            checks.append(
-                (
-                    "min_kv_cache_tokens",
-                    expect.min_kv_cache_tokens,
-                    facts.kv_cache_tokens,
-                    ok,
-                    "tokens",
-                )
-            )
         found = [
             AssertionResult(
                 d.name,
@@ -365,10 +328,50 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
                 line_of(("deployments", index, "expect", key)),
                 unit,
             )
-            for key, required, actual, ok, unit in checks
+            for key, required, actual, ok, unit in _checks(d, base)
         ]
         results.extend(sorted(found, key=lambda r: r.line or 0))  # in the file's order
     return results
+
+
+#: One checked assertion: its key, the required and actual values, the verdict, the unit.
+_Check = tuple[str, int | bool, int | bool, bool, str]
+
+
+def _checks(d: Deployment, base: Path) -> list[_Check]:
+    """The assertions deployment ``d`` states, in the order of ``Expect``'s fields, each with
+    the value its plan gives: ``fits`` must match, ``max_*`` bounds from above, the rest
+    from below."""
+    facts = deployment_facts(d, base)
+    expect = d.expect
+    want = expect.min_context_at_concurrency
+    reached = 0 if want is None else context_at_concurrency(d, base, want.concurrency)
+    stated: list[tuple[str, int | bool | None, int | bool, str]] = [
+        ("fits", expect.fits, facts.fits, "bool"),
+        ("min_concurrency", expect.min_concurrency, facts.max_concurrency, "requests"),
+        ("min_context_at_concurrency", None if want is None else want.tokens, reached, "tokens"),
+        (
+            "max_kv_bytes_per_token",
+            expect.max_kv_bytes_per_token,
+            facts.kv_bytes_per_token,
+            "bytes",
+        ),
+        ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes, "bytes"),
+        ("min_kv_cache_tokens", expect.min_kv_cache_tokens, facts.kv_cache_tokens, "tokens"),
+    ]
+    return [
+        (key, required, actual, _holds(key, required, actual), unit)
+        for key, required, actual, unit in stated
+        if required is not None
+    ]
+
+
+def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
+    if key == "fits":
+        return actual == required
+    if key.startswith("max_"):
+        return actual <= required
+    return actual >= required
 
 
 def _model(name: str, base: Path, load: Any) -> Any:

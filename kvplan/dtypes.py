@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from kvplan.errors import UnitError
 from kvplan.spec import ModelSpec
-from kvplan.units import FLOAT_DTYPES, DType, resolve_dtype
+from kvplan.units import FLOAT_DTYPES, DType, kv_dtype_name, resolve_dtype
 
 __all__ = ["SERVING_ENGINES", "CacheDTypes", "cache_dtypes", "served_dtype"]
 
@@ -48,7 +48,7 @@ class CacheDTypes(NamedTuple):
     @property
     def kv_dtype(self) -> str:
         """``bfloat16``, or ``k/v`` when K and V differ (``q8_0/q4_0``)."""
-        return self.k.name if self.k == self.v else f"{self.k.name}/{self.v.name}"
+        return kv_dtype_name(self.k, self.v)
 
 
 def _explicit(dtype: str | None) -> str | None:

@@ -10,6 +10,8 @@ The library raises these; the command line turns them into exit codes at its edg
     │                                no bundled model has that name, HF id or alias
     ├── UnknownGPUError (LookupError)
     │                                no catalog GPU has that name (kvplan.hardware)
+    ├── UnknownEngineError (LookupError)
+    │                                no profile for that engine, or for that version of it
     └── UnavailableError             an optional component or the device is missing (exit 3)
         ├── ProbeUnavailableError    torch/transformers or the device (kvplan probe)
         └── HubUnavailableError      huggingface_hub or the network (kvplan import --hub)
@@ -60,6 +62,10 @@ class ProbeUnavailableError(UnavailableError):
 
 class HubUnavailableError(UnavailableError):
     """``--hub`` cannot download: huggingface_hub is not installed, or the Hub is unreachable."""
+
+
+class UnknownEngineError(KvplanError, LookupError):
+    """No profile for that engine, or for that version of it."""
 
 
 class ModelNotFoundError(KvplanError, LookupError):

@@ -13,7 +13,7 @@ from kvplan import dtypes as _dtypes
 from kvplan.arguments import as_int, as_spec, as_tokens
 from kvplan.layers import LayerCache, LayerTerm
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, format_count
+from kvplan.units import DType, format_count, kv_dtype_name
 
 
 class LayerBreakdown(NamedTuple):
@@ -56,9 +56,7 @@ class Estimate(NamedTuple):
     @property
     def kv_dtype(self) -> str:
         """The cache dtype, ``k/v`` when K and V differ (``q8_0/q4_0``)."""
-        if self.k_dtype == self.v_dtype:
-            return self.k_dtype.name
-        return f"{self.k_dtype.name}/{self.v_dtype.name}"
+        return kv_dtype_name(self.k_dtype, self.v_dtype)
 
     @property
     def breakdown(self) -> tuple[LayerBreakdown, ...]:

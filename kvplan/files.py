@@ -226,3 +226,11 @@ def write_atomic(
     except (OSError, ValueError) as e:
         detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise SpecError(str(path), [f"cannot write: {detail}"]) from None
+
+
+def bundled_dir(name: str) -> Path:
+    """A data folder shipped with kvplan (``model_specs``, ``gpu_specs``): inside the installed
+    package, or the source checkout's beside the package."""
+    package = Path(__file__).parent
+    packaged = package / name
+    return packaged if packaged.is_dir() else package.parent / name

@@ -54,17 +54,7 @@ ENGINES = ("vllm", "sglang", "llama.cpp", "tgi")
 _VLLM_KV = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
 _SGLANG_KV = {"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
 _TGI_KV = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}
-_GGML_KV = {
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "q8_0": "q8_0",
-    "q4_0": "q4_0",
-    "q4_1": "q4_1",
-    "q5_0": "q5_0",
-    "q5_1": "q5_1",
-    "iq4_nl": "iq4_nl",
-}
+_GGML_KV = llamacpp.GGML_NAMES  # kvplan dtype -> ggml cache type name
 # llama.cpp has no 8-bit float or int8 cache: those requests get its 8-bit block type q8_0.
 _GGML_8BIT = {"fp8_e4m3", "fp8_e5m2", "int8"}
 
@@ -146,10 +136,15 @@ def recommend(
     n = as_int(concurrency, "concurrency", minimum=1, maximum=MAX_CONCURRENCY)
     tp = as_parallel(tensor_parallel_size, "tensor_parallel_size")
     util = as_fraction(gpu_memory_utilization, "gpu_memory_utilization")
+    if isinstance(engines, str) or not isinstance(engines, Sequence | None):
+        raise UnitError(f"engines: expected a list of engine names, got {engines!r}")
     wanted = tuple(engines) if engines else ENGINES
     for name in wanted:
         if name not in ENGINES:
             raise UnitError(f"unknown engine {name!r}; allowed: {', '.join(ENGINES)}")
+    for setting, value in (("quantization", quantization), ("kv_cache_dtype", kv_cache_dtype)):
+        if value is not None and not isinstance(value, str):
+            raise UnitError(f"{setting}: expected a name or None, got {type(value).__name__}")
     quant = quantization.strip().lower() if quantization else None
     if quant is not None and quant not in QUANTIZATIONS:
         raise UnitError(f"unknown quantization {quantization!r}; allowed: {quantization_names()}")
@@ -185,7 +180,7 @@ def _tp_problem(spec: ModelSpec, tp: int, engine: str) -> str:
     if tp == 1:
         return ""
     heads, kv = spec.num_attention_heads, spec.kv_heads
-    label = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}[engine]
+    label = _LABELS[engine]
     if heads % tp:
         return (
             f"{heads} attention heads do not split over {tp} GPUs"
@@ -216,6 +211,20 @@ def _kv_flag(engine: str, table: dict[str, str], t: _Target, cache: CacheDTypes)
     return value, ""
 
 
+_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
+
+
+def _admit(
+    engine: str, table: dict[str, str], t: _Target
+) -> tuple[CacheDTypes, str, EngineFlags | None]:
+    """The engine's cache dtypes and --kv-cache-dtype value for the target, or its refusal
+    (a cache dtype it has no flag for, or a TP its head split does not allow)."""
+    cache = cache_dtypes(t.spec, engine, kv_cache_dtype=t.kv)
+    kv_value, problem = _kv_flag(_LABELS[engine], table, t, cache)
+    problem = problem or _tp_problem(t.spec, t.tp, engine)
+    return cache, kv_value, _refused(engine, t, cache, problem) if problem else None
+
+
 def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineFlags:
     return EngineFlags(
         name,
@@ -233,6 +242,20 @@ def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineF
 
 def _weights(t: _Target, cache: CacheDTypes) -> Weights:
     return model_weights(t.spec, cache.model.name, t.quantization)
+
+
+def _shared_flags(
+    flags: list[str], t: _Target, tp_flag: str, kv_value: str, quantization_flag: str
+) -> str:
+    """Append the flags every server engine takes in its own name (tensor parallelism, cache
+    dtype, on-the-fly fp8 weights) to ``flags``; return the weights note."""
+    if t.tp > 1:
+        flags.append(f"{tp_flag}={t.tp}")
+    if kv_value:
+        flags.append(f"--kv-cache-dtype={kv_value}")
+    quant_flags, quant_note = _quantization_note(t, quantization_flag)
+    flags += quant_flags
+    return quant_note
 
 
 def _quantization_note(t: _Target, engine_flag: str | None) -> tuple[list[str], str]:
@@ -257,11 +280,9 @@ def _sum(*parts: tuple[str, int]) -> str:
 
 
 def _vllm(t: _Target) -> EngineFlags:
-    cache = cache_dtypes(t.spec, "vllm", kv_cache_dtype=t.kv)
-    kv_value, problem = _kv_flag("vLLM", _VLLM_KV, t, cache)
-    problem = problem or _tp_problem(t.spec, t.tp, "vllm")
-    if problem:
-        return _refused("vllm", t, cache, problem)
+    cache, kv_value, refused = _admit("vllm", _VLLM_KV, t)
+    if refused is not None:
+        return refused
     cfg = vllm.VllmConfig(
         max_model_len=t.length,
         gpu_memory_utilization=t.util,
@@ -280,12 +301,7 @@ def _vllm(t: _Target) -> EngineFlags:
     budget = t.gpu.memory_bytes * t.util.numerator // t.util.denominator
     fits = used <= budget
     flags = [f"--kv-cache-memory={need}", f"--max-model-len={t.length}", f"--max-num-seqs={t.n}"]
-    if t.tp > 1:
-        flags.append(f"--tensor-parallel-size={t.tp}")
-    if kv_value:
-        flags.append(f"--kv-cache-dtype={kv_value}")
-    quant_flags, quant_note = _quantization_note(t, "--quantization")
-    flags += quant_flags
+    quant_note = _shared_flags(flags, t, "--tensor-parallel-size", kv_value, "--quantization")
     figures = _sum(
         ("weights", overhead.weights_bytes),
         ("activations", overhead.activation_bytes),
@@ -318,11 +334,9 @@ def _thousandths(value: int) -> str:
 
 
 def _sglang(t: _Target) -> EngineFlags:
-    cache = cache_dtypes(t.spec, "sglang", kv_cache_dtype=t.kv)
-    kv_value, problem = _kv_flag("SGLang", _SGLANG_KV, t, cache)
-    problem = problem or _tp_problem(t.spec, t.tp, "sglang")
-    if problem:
-        return _refused("sglang", t, cache, problem)
+    cache, kv_value, refused = _admit("sglang", _SGLANG_KV, t)
+    if refused is not None:
+        return refused
     tokens = t.n * t.length
     cell = sglang.cell_size_bytes(t.spec, tp=t.tp, kv_cache_dtype=cache.k.name)
     pool = tokens * cell
@@ -338,12 +352,7 @@ def _sglang(t: _Target) -> EngineFlags:
     fits = Fraction(fraction, 1000) <= ceiling
     budget = total * ceiling.numerator // ceiling.denominator
     flags = [f"--max-total-tokens={tokens}", f"--mem-fraction-static={_thousandths(fraction)}"]
-    if t.tp > 1:
-        flags.append(f"--tp={t.tp}")
-    if kv_value:
-        flags.append(f"--kv-cache-dtype={kv_value}")
-    quant_flags, quant_note = _quantization_note(t, "--quantization")
-    flags += quant_flags
+    quant_note = _shared_flags(flags, t, "--tp", kv_value, "--quantization")
     note = (
         f"{tokens:,} tokens x {cell:,} B; {_sum(('weights', weights), ('pool', pool))}"
         f" of {_gib(total)}; SGLang's own default {float(ceiling):.3f}{quant_note}"
@@ -408,16 +417,9 @@ def _llamacpp_cache(t: _Target, model: DType) -> tuple[CacheDTypes, str]:
 def _llamacpp(t: _Target) -> EngineFlags:
     model = cache_dtypes(t.spec, "llama.cpp").model
     cache, problem = _llamacpp_cache(t, model)
+    problem = problem or _llamacpp_limits(t)
     if problem:
         return _refused("llama.cpp", t, cache, problem)
-    if t.n > _LLAMA_MAX_SEQ:
-        return _refused(
-            "llama.cpp", t, cache, f"-np {t.n}: llama.cpp serves at most {_LLAMA_MAX_SEQ} sequences"
-        )
-    if t.n * t.length >= 2**32:
-        return _refused(
-            "llama.cpp", t, cache, f"-c {t.n * t.length}: beyond llama.cpp's 32-bit n_ctx"
-        )
     cache_type = _GGML_KV[cache.k.name]
     result = llamacpp.kv_cache(
         t.spec,
@@ -426,29 +428,13 @@ def _llamacpp(t: _Target) -> EngineFlags:
         cache_type_k=cache_type,
         cache_type_v=cache_type,
     )
-    weights = _weights(t, cache)
-    num_layers = t.spec.num_hidden_layers
-    counts, output_gpu = layer_split(num_layers, t.tp)
-    # with tied embeddings the output layer loads its own copy of them
-    head = weights.lm_head_bytes or weights.embedding_bytes
-    per_gpu = [
-        (
-            cdiv(weights.layers_bytes * k, num_layers) + (head if i == output_gpu else 0),
-            cdiv(result.kv_cache_bytes * k, num_layers),
-        )
-        for i, k in enumerate(counts)
-    ]
+    counts, output_gpu = layer_split(t.spec.num_hidden_layers, t.tp)
+    per_gpu = _llamacpp_per_gpu(t, _weights(t, cache), result.kv_cache_bytes)
     fullest = max(range(t.tp), key=lambda i: sum(per_gpu[i]))
     gpu_weights, gpu_cache = per_gpu[fullest]
     required = gpu_weights + gpu_cache
     budget = t.gpu.memory_bytes
     fits = required <= budget
-    flags = [f"-c {t.n * t.length}", f"-np {t.n}", f"-ctk {cache_type}", f"-ctv {cache_type}"]
-    if cache_type not in ("f16", "bf16", "f32"):
-        flags.append("-fa on")  # a quantized V cache needs flash attention
-    flags.append("-ngl 999")  # every layer on the GPUs, as the verdict counts them
-    if t.tp > 1:
-        flags.append("-sm layer")
     _, quant_note = _quantization_note(t, None)
     where = ""
     if t.tp > 1:
@@ -460,7 +446,7 @@ def _llamacpp(t: _Target) -> EngineFlags:
     )
     return EngineFlags(
         "llama.cpp",
-        tuple(flags) if fits else (),
+        _llamacpp_flags(t, cache_type) if fits else (),
         result.kv_cache_bytes,
         fits,
         note,
@@ -475,12 +461,45 @@ def _llamacpp(t: _Target) -> EngineFlags:
     )
 
 
+def _llamacpp_limits(t: _Target) -> str:
+    """Why llama.cpp cannot take ``-np N -c N x L`` at all ("" when it can)."""
+    if t.n > _LLAMA_MAX_SEQ:
+        return f"-np {t.n}: llama.cpp serves at most {_LLAMA_MAX_SEQ} sequences"
+    if t.n * t.length >= 2**32:
+        return f"-c {t.n * t.length}: beyond llama.cpp's 32-bit n_ctx"
+    return ""
+
+
+def _llamacpp_per_gpu(t: _Target, weights: Weights, cache_bytes: int) -> list[tuple[int, int]]:
+    """``(weights, cache)`` bytes on each GPU of ``--split-mode layer``: each GPU's share of
+    the layers and of their cache, the output layer's GPU also holding the LM head."""
+    num_layers = t.spec.num_hidden_layers
+    counts, output_gpu = layer_split(num_layers, t.tp)
+    # with tied embeddings the output layer loads its own copy of them
+    head = weights.lm_head_bytes or weights.embedding_bytes
+    return [
+        (
+            cdiv(weights.layers_bytes * k, num_layers) + (head if i == output_gpu else 0),
+            cdiv(cache_bytes * k, num_layers),
+        )
+        for i, k in enumerate(counts)
+    ]
+
+
+def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
+    flags = [f"-c {t.n * t.length}", f"-np {t.n}", f"-ctk {cache_type}", f"-ctv {cache_type}"]
+    if cache_type not in ("f16", "bf16", "f32"):
+        flags.append("-fa on")  # a quantized V cache needs flash attention
+    flags.append("-ngl 999")  # every layer on the GPUs, as the verdict counts them
+    if t.tp > 1:
+        flags.append("-sm layer")
+    return tuple(flags)
+
+
 def _tgi(t: _Target) -> EngineFlags:
-    cache = cache_dtypes(t.spec, "tgi", kv_cache_dtype=t.kv)
-    kv_value, problem = _kv_flag("TGI", _TGI_KV, t, cache)
-    problem = problem or _tp_problem(t.spec, t.tp, "tgi")
-    if problem:
-        return _refused("tgi", t, cache, problem)
+    cache, kv_value, refused = _admit("tgi", _TGI_KV, t)
+    if refused is not None:
+        return refused
     weights = cdiv(_weights(t, cache).total_bytes, t.tp)
     total = t.gpu.memory_bytes
     result = tgi.kv_cache(
@@ -502,12 +521,7 @@ def _tgi(t: _Target) -> EngineFlags:
         f"--max-total-tokens={t.length}",
         f"--max-concurrent-requests={t.n}",
     ]
-    if t.tp > 1:
-        flags.append(f"--num-shard={t.tp}")
-    if kv_value:
-        flags.append(f"--kv-cache-dtype={kv_value}")
-    quant_flags, quant_note = _quantization_note(t, "--quantize")
-    flags += quant_flags
+    quant_note = _shared_flags(flags, t, "--num-shard", kv_value, "--quantize")
     note = (
         f"{need_blocks:,} blocks of {block:,} B needed, {num_blocks:,} fit beside"
         f" {_gib(weights)} of weights in 0.9 x {_gib(total)}; warm-up not counted{quant_note}"

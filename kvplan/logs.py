@@ -16,13 +16,19 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
+from kvplan.arguments import as_gpu, as_spec
 from kvplan.catalog import load_model
-from kvplan.errors import KvplanError, ModelNotFoundError, SpecError
+from kvplan.errors import KvplanError, ModelNotFoundError, SpecError, UnitError
 from kvplan.files import TEXT_LIMIT_BYTES, read_text
 from kvplan.spec import MAX_TOKENS, ModelSpec
 from kvplan.units import GiB, MiB, abbreviate
+
+if TYPE_CHECKING:
+    from kvplan.engines.vllm import VllmConfig, VllmResult
+    from kvplan.hardware import GPU
 
 #: Largest parallel size, block size, sequence or step count taken from a log.
 _MAX_COUNT = 2**24
@@ -34,7 +40,10 @@ _DECIMAL = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 def read_log(path: str) -> str:
     """The text of the log file ``path`` (``-``: standard input): at most its first
     ``TEXT_LIMIT_BYTES`` bytes, invalid UTF-8 replaced. Raises SpecError naming the file when
-    it is not a regular file, cannot be read, or is binary."""
+    it is not a regular file, cannot be read, or is binary; UnitError when ``path`` is not a
+    str."""
+    if not isinstance(path, str):
+        raise UnitError(f"path: expected a log file's path or '-', got {type(path).__name__}")
     if path == "-":
         return sys.stdin.read(TEXT_LIMIT_BYTES)
     return read_text(path, truncate=True, errors="replace")
@@ -104,9 +113,22 @@ def detect_engine(text: str) -> str:
 
 
 def reconcile(
-    text: str, *, model: str | None = None, gpu: str | None = None, path: str = "<log>"
+    text: str,
+    *,
+    model: ModelSpec | str | None = None,
+    gpu: GPU | str | None = None,
+    path: str = "<log>",
 ) -> Reconciliation:
-    """Recompute the figures of the start-up log ``text`` (see the module docstring)."""
+    """Recompute the figures of the start-up log ``text`` (see the module docstring).
+
+    ``model`` and ``gpu`` (a spec or name, a GPU or name) replace what the log names; ``path``
+    names the log in errors. Raises SpecError for a log whose figures cannot be read or that
+    names no model, KvplanError for a log of no known engine, UnitError for an argument of the
+    wrong type."""
+    if not isinstance(text, str):
+        raise UnitError(f"text: expected the log's text as a str, got {type(text).__name__}")
+    if not isinstance(path, str):
+        raise UnitError(f"path: expected a str naming the log, got {type(path).__name__}")
     engine = detect_engine(text)
     match engine:
         case "vllm":
@@ -122,9 +144,9 @@ def _find(pattern: str, text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _model(found: str | None, given: str | None, path: str) -> ModelSpec:
+def _model(found: str | None, given: ModelSpec | str | None, path: str) -> ModelSpec:
     if given is not None:
-        return load_model(given)
+        return as_spec(given)
     if found is None:
         raise SpecError(
             path,
@@ -163,25 +185,72 @@ def _estimate_row(component: str, printed_gib: float | None, modelled: int) -> R
     )
 
 
-def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) -> Reconciliation:
-    from fractions import Fraction
-
+def _vllm(
+    text: str, given_model: ModelSpec | str | None, given_gpu: GPU | str | None, path: str
+) -> Reconciliation:
     from kvplan.engines import vllm
-    from kvplan.hardware import custom_gpu, find_gpu, list_gpus
 
     version = _find(r"LLM engine \(v([\d.]+)", text) or vllm.DEFAULT_VERSION
     spec = _model(
         _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
     )
+    device = _vllm_device(text, given_gpu, path)
+    settings = _vllm_settings(text, spec, path)
+    cfg = vllm.config(
+        settings["max_model_len"],
+        gpu_memory_utilization=settings["gpu_memory_utilization"],
+        tensor_parallel_size=settings["tensor_parallel_size"],
+        pipeline_parallel_size=settings["pipeline_parallel_size"],
+        dtype=settings["dtype"] if settings["dtype"] != spec.torch_dtype else None,
+        kv_cache_dtype=settings["kv_cache_dtype"],
+        quantization=settings["quantization"],
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        max_num_seqs=settings["max_num_seqs"],
+        block_size=settings["block_size"],
+        version=version if version in vllm.VERSIONS else vllm.DEFAULT_VERSION,
+    )
+    result = vllm.profile(spec, device, cfg)
+    rows = _vllm_memory_rows(text, result, path)
+    available = _gib_figure(
+        _find(r"Available KV cache memory: ([\d.]+) GiB", text), "available KV cache memory", path
+    )
+    rows.append(_estimate_row("available KV cache memory", available, result.available_bytes))
+    notes: list[str] = []
+    blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
+    blocks = _count(blocks_text, "num_gpu_blocks", path, 0, 2**40) if blocks_text else None
+    if available is not None:
+        blocks = _vllm_blocks_rule(text, spec, cfg, available, blocks, rows, notes)
+    if blocks is not None:
+        rows.extend(_vllm_figures_from_blocks(text, result, blocks, path))
+    rows.append(
+        Row(
+            "num_gpu_blocks (end to end)",
+            f"{blocks:,}" if blocks else "-",
+            f"{result.num_gpu_blocks:,}",
+            f"{100 * (result.num_gpu_blocks / blocks - 1):+.2f}%" if blocks else "-",
+            None,
+        )
+    )
+    return Reconciliation("vllm", version, spec.name, settings, tuple(rows), tuple(notes))
+
+
+def _vllm_device(text: str, given_gpu: GPU | str | None, path: str) -> GPU:
+    """The GPU named by ``--gpu``, else the catalog GPU whose memory the log prints (to the
+    printed two decimals of GiB), else a custom device of that memory."""
+    from kvplan.hardware import custom_gpu, list_gpus
+
     total_text = _find(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)
     total = _gib_figure(total_text, "total GPU memory", path)
     if given_gpu is not None:
-        device = find_gpu(given_gpu)
-    elif total is not None:
+        return as_gpu(given_gpu)
+    if total is not None:
         same = [g for g in list_gpus() if f"{g.memory_bytes / GiB:.2f}" == total_text]
-        device = same[0] if same else custom_gpu(int(total * GiB))
-    else:
-        raise SpecError(path, ["the log prints no GPU memory; pass --gpu NAME"])
+        return same[0] if same else custom_gpu(int(total * GiB))
+    raise SpecError(path, ["the log prints no GPU memory; pass --gpu NAME"])
+
+
+def _vllm_settings(text: str, spec: ModelSpec, path: str) -> dict[str, Any]:
+    """The vLLM settings the log prints, each checked, with vLLM's defaults where absent."""
     utilization = (
         _find(r"Desired GPU memory utilization is \(([\d.]+),", text)
         or _find(r"'gpu_memory_utilization': ([\d.]+)", text)
@@ -197,47 +266,31 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
         spec.max_position_embeddings or 0,
         MAX_TOKENS,
     )
-    settings: dict[str, Any] = {
+
+    def parallel(name: str) -> int:
+        return _count(_find(name + r"=(\d+)", text), name, path, 1, _MAX_PARALLEL)
+
+    def count(name: str, default: int) -> int:
+        return _count(_find(f"'{name}': " + r"(\d+)", text), name, path, default)
+
+    return {
         "max_model_len": length,
         "gpu_memory_utilization": utilization,
-        "tensor_parallel_size": _count(
-            _find(r"tensor_parallel_size=(\d+)", text),
-            "tensor_parallel_size",
-            path,
-            1,
-            _MAX_PARALLEL,
-        ),
-        "pipeline_parallel_size": _count(
-            _find(r"pipeline_parallel_size=(\d+)", text),
-            "pipeline_parallel_size",
-            path,
-            1,
-            _MAX_PARALLEL,
-        ),
+        "tensor_parallel_size": parallel("tensor_parallel_size"),
+        "pipeline_parallel_size": parallel("pipeline_parallel_size"),
         "dtype": None if dtype in (None, "auto") else dtype,
         "kv_cache_dtype": None if kv in (None, "auto") else kv,
         "quantization": None if quant in (None, "None") else quant,
-        "max_num_batched_tokens": _count(
-            _find(r"'max_num_batched_tokens': (\d+)", text), "max_num_batched_tokens", path, 8192
-        ),
-        "max_num_seqs": _count(_find(r"'max_num_seqs': (\d+)", text), "max_num_seqs", path, 1024),
-        "block_size": _count(_find(r"'block_size': (\d+)", text), "block_size", path, 16),
+        "max_num_batched_tokens": count("max_num_batched_tokens", 8192),
+        "max_num_seqs": count("max_num_seqs", 1024),
+        "block_size": count("block_size", 16),
     }
-    cfg = vllm.config(
-        length,
-        gpu_memory_utilization=utilization,
-        tensor_parallel_size=settings["tensor_parallel_size"],
-        pipeline_parallel_size=settings["pipeline_parallel_size"],
-        dtype=settings["dtype"] if settings["dtype"] != spec.torch_dtype else None,
-        kv_cache_dtype=settings["kv_cache_dtype"],
-        quantization=settings["quantization"],
-        max_num_batched_tokens=settings["max_num_batched_tokens"],
-        max_num_seqs=settings["max_num_seqs"],
-        block_size=settings["block_size"],
-        version=version if version in vllm.VERSIONS else vllm.DEFAULT_VERSION,
-    )
-    result = vllm.profile(spec, device, cfg)
-    first = result.stages[-1].overhead  # the sampling stage; the only one without PP
+
+
+def _vllm_memory_rows(text: str, result: VllmResult, path: str) -> list[Row]:
+    """The memory vLLM says it measured (weights, activation, non-torch, CUDA graphs) next to
+    kvplan's estimates for the sampling stage, the only one without pipeline parallelism."""
+    first = result.stages[-1].overhead
     usage = re.search(
         r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation,"
         r" ([\d.]+) GiB for non-torch memory, and ([\d.]+) GiB for CUDAGraph",
@@ -246,7 +299,7 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
     printed = (
         [_gib_figure(x, "memory usage", path) for x in usage.groups()] if usage else [None] * 4
     )
-    rows = [
+    return [
         _estimate_row("weights", printed[0], first.weights_bytes),
         _estimate_row("peak activation", printed[1], first.activation_bytes),
         _estimate_row("non-torch memory", printed[2], first.non_torch_bytes),
@@ -254,76 +307,69 @@ def _vllm(text: str, given_model: str | None, given_gpu: str | None, path: str) 
             "CUDA graphs (not subtracted up to v0.19)", printed[3], first.cuda_graph_bytes
         ),
     ]
-    available = _gib_figure(
-        _find(r"Available KV cache memory: ([\d.]+) GiB", text), "available KV cache memory", path
-    )
-    rows.append(_estimate_row("available KV cache memory", available, result.available_bytes))
-    notes: list[str] = []
-    blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
+
+
+def _vllm_blocks_rule(
+    text: str,
+    spec: ModelSpec,
+    cfg: VllmConfig,
+    available: float,
+    blocks: int | None,
+    rows: list[Row],
+    notes: list[str],
+) -> int | None:
+    """Check the printed block count against the blocks the printed memory (two decimals of
+    GiB: +-0.005) allows; adds the row (and a note for pipeline parallelism) and returns the
+    block count, taken from that range when the log prints tokens but no block count and the
+    range holds one value."""
+    from kvplan.engines import vllm
+
+    tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
+    low_bytes = max(0, int((available - 0.005) * GiB))
+    low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
+    high = vllm.from_available(spec, int((available + 0.005) * GiB), cfg).num_gpu_blocks
+    if blocks is None and tokens_text is not None and low == high:
+        blocks = low
+    if blocks is not None:
+        ok = low <= blocks <= high
+        if not ok and cfg.pipeline_parallel_size > 1:
+            notes.append(
+                "with pipeline parallelism one worker prints its memory while the"
+                " minimum over stages sets the blocks"
+            )
+        rows.append(
+            Row(
+                "num_gpu_blocks (from the printed memory)",
+                f"{blocks:,}",
+                f"{low:,}..{high:,}",
+                "in range" if ok else "outside",
+                ok,
+            )
+        )
+    return blocks
+
+
+def _vllm_figures_from_blocks(text: str, result: VllmResult, blocks: int, path: str) -> list[Row]:
+    """The printed token capacity and concurrency, which follow from the block count alone."""
     tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
     conc_text = _find(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
-    blocks = _count(blocks_text, "num_gpu_blocks", path, 0, 2**40) if blocks_text else None
-    if available is not None:
-        low_bytes = max(0, int((available - 0.005) * GiB))
-        low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
-        high = vllm.from_available(spec, int((available + 0.005) * GiB), cfg).num_gpu_blocks
-        if blocks is None and tokens_text is not None and low == high:
-            blocks = low
-        if blocks is not None:
-            ok = low <= blocks <= high
-            if not ok and cfg.pipeline_parallel_size > 1:
-                notes.append(
-                    "with pipeline parallelism one worker prints its memory while the"
-                    " minimum over stages sets the blocks"
-                )
-            rows.append(
-                Row(
-                    "num_gpu_blocks (from the printed memory)",
-                    f"{blocks:,}",
-                    f"{low:,}..{high:,}",
-                    "in range" if ok else "outside",
-                    ok,
-                )
-            )
-    if blocks is not None:
-        # the printed figures follow from the block count alone
-        tokens = blocks // result.num_groups * result.block_size
-        if tokens_text is not None:
-            ok = tokens == _count(tokens_text, "GPU KV cache size", path, 0, 2**50)
-            rows.append(
-                Row(
-                    "GPU KV cache size (tokens)",
-                    tokens_text,
-                    f"{tokens:,}",
-                    "exact" if ok else "differs",
-                    ok,
-                )
-            )
-        if conc_text is not None:
-            mine = f"{float(Fraction(blocks, result.blocks_per_request)):.2f}"
-            ok = mine == conc_text
-            rows.append(
-                Row(
-                    "maximum concurrency",
-                    f"{conc_text}x",
-                    f"{mine}x",
-                    "exact" if ok else "differs",
-                    ok,
-                )
-            )
-    rows.append(
-        Row(
-            "num_gpu_blocks (end to end)",
-            f"{blocks:,}" if blocks else "-",
-            f"{result.num_gpu_blocks:,}",
-            f"{100 * (result.num_gpu_blocks / blocks - 1):+.2f}%" if blocks else "-",
-            None,
-        )
-    )
-    return Reconciliation("vllm", version, spec.name, settings, tuple(rows), tuple(notes))
+    rows = []
+    tokens = blocks // result.num_groups * result.block_size
+    if tokens_text is not None:
+        ok = tokens == _count(tokens_text, "GPU KV cache size", path, 0, 2**50)
+        rows.append(Row("GPU KV cache size (tokens)", tokens_text, f"{tokens:,}", _verdict(ok), ok))
+    if conc_text is not None:
+        mine = f"{float(Fraction(blocks, result.blocks_per_request)):.2f}"
+        ok = mine == conc_text
+        rows.append(Row("maximum concurrency", f"{conc_text}x", f"{mine}x", _verdict(ok), ok))
+    return rows
 
 
-def _sglang(text: str, given_model: str | None, path: str) -> Reconciliation:
+def _verdict(ok: bool) -> str:
+    return "exact" if ok else "differs"
+
+
+def _sglang(text: str, given_model: ModelSpec | str | None, path: str) -> Reconciliation:
     from kvplan.engines import sglang
 
     m = re.search(
@@ -361,7 +407,9 @@ def _sglang(text: str, given_model: str | None, path: str) -> Reconciliation:
     return Reconciliation("sglang", sglang.SGLANG_VERSION, spec.name, settings, rows)
 
 
-def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Reconciliation:
+def _llamacpp(
+    text: str, fork: str, given_model: ModelSpec | str | None, path: str
+) -> Reconciliation:
     from kvplan.engines import llamacpp
 
     name = _find(r"general\.name\s+=\s+(.+)", text)
@@ -373,6 +421,32 @@ def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Recon
         if (given_model or name)
         else _model(None, None, path)
     )
+    settings = _llamacpp_settings(text, path)
+    result = llamacpp.kv_cache(
+        spec,
+        n_ctx=settings["n_ctx"],
+        n_seq_max=settings["n_seq_max"],
+        n_ubatch=settings["n_ubatch"],
+        cache_type_k=settings["type_k"],
+        cache_type_v=settings["type_v"],
+        flash_attn=settings["flash_attn"],
+        kv_unified=settings["kv_unified"],
+        build=settings["build"],
+        fork=fork,
+    )
+    rows = _llamacpp_line_rows(text, result.log_lines)
+    total_mib = result.kv_cache_bytes / MiB
+    rows.append(
+        Row("KV cache bytes", "-", f"{result.kv_cache_bytes:,} B ({total_mib:.2f} MiB)", "-", None)
+    )
+    return Reconciliation(
+        fork, str(settings["build"] or "unknown"), spec.name, settings, tuple(rows)
+    )
+
+
+def _llamacpp_settings(text: str, path: str) -> dict[str, Any]:
+    """The llama.cpp settings the log prints (build, context, sequences, ubatch, flash
+    attention, unified cache, cache types), each checked, with its defaults where absent."""
     build = _find(r"build: (\d+)", text) or _build_from_format(text)
     n_ctx_text = _find(r"n_ctx\s+= (\d+)", text) or _find(r"--ctx-size (\d+)", text)
     if n_ctx_text is None:
@@ -383,37 +457,27 @@ def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Recon
         r"type_k = '(\w+)', type_v = '(\w+)'", text
     )
     c_kv = _find(r"c\^KV \((\w+)\)", text)
-    type_k = types.group(1) if types else (c_kv or "f16")
-    type_v = types.group(2) if types else (c_kv or "f16")
-    settings: dict[str, Any] = {
+    return {
         "build": _count(build, "build", path, 0, 10**9) if build else None,
         "n_ctx": n_ctx,
         "n_seq_max": _count(_find(r"n_seq_max\s+= (\d+)", text), "n_seq_max", path, 1),
         "n_ubatch": _count(_find(r"n_ubatch\s+= (\d+)", text), "n_ubatch", path, 512),
         "flash_attn": fa not in ("0", "false", "disabled"),
         "kv_unified": _find(r"kv_unified\s+= (\w+)", text) == "true",
-        "type_k": type_k,
-        "type_v": type_v,
+        "type_k": types.group(1) if types else (c_kv or "f16"),
+        "type_v": types.group(2) if types else (c_kv or "f16"),
     }
-    result = llamacpp.kv_cache(
-        spec,
-        n_ctx=n_ctx,
-        n_seq_max=settings["n_seq_max"],
-        n_ubatch=settings["n_ubatch"],
-        cache_type_k=type_k,
-        cache_type_v=type_v,
-        flash_attn=settings["flash_attn"],
-        kv_unified=settings["kv_unified"],
-        build=settings["build"],
-        fork=fork,
-    )
+
+
+def _llamacpp_line_rows(text: str, log_lines: tuple[str, ...]) -> list[Row]:
+    """Each size line kvplan would print, next to the printed line that starts the same."""
     printed_lines = [
         line.split(": ", 1)[-1].strip()
         for line in text.splitlines()
         if re.search(r"(size\s+=|KV self size)", line) and "buffer" not in line
     ]
     rows = []
-    for mine in result.log_lines:
+    for mine in log_lines:
         body = mine.split(": ", 1)[-1].strip()
         if "size" not in body or "creating" in body:
             continue
@@ -423,17 +487,11 @@ def _llamacpp(text: str, fork: str, given_model: str | None, path: str) -> Recon
                 "KV cache line",
                 next((p for p in printed_lines if p[:12] == body[:12]), "-"),
                 body,
-                "exact" if ok else "differs",
+                _verdict(ok),
                 ok,
             )
         )
-    total_mib = result.kv_cache_bytes / MiB
-    rows.append(
-        Row("KV cache bytes", "-", f"{result.kv_cache_bytes:,} B ({total_mib:.2f} MiB)", "-", None)
-    )
-    return Reconciliation(
-        fork, str(settings["build"] or "unknown"), spec.name, settings, tuple(rows)
-    )
+    return rows
 
 
 def _build_from_format(text: str) -> str | None:

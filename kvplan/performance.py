@@ -1,20 +1,16 @@
 """What the cache costs in speed: roofline bounds on decode and prefill, per GPU rank.
 
-Decode is a memory-bandwidth problem until the batch is large: every step reads the weights
-once (shared by the batch) and every sequence's whole retained cache (sliding layers at most
-their window, MLA its latent, recurrent layers their state), and writes the new token's K and
-V. A step can go no faster than ``bytes / HBM bandwidth`` nor than ``FLOPs / peak FLOP/s``;
-whichever is larger binds. Prefill is compute-bound: ``2 x active parameters x tokens`` plus the
-causal attention, capped by windows and chunks.
+The bounds are ``kvplan.roofline``'s; this module answers the questions asked of them: the
+bounds of one deployment (``perf``), how many sequences fit (``fit_concurrency``), the same
+deployment with one setting changed (``alternatives``), and models side by side (``compare``).
 
 Worked example (Llama 3.1 8B, bf16, H100 SXM at 3.35 TB/s, one sequence, short context): a step
 reads 13,959,176,192 B of layer weights + 1,050,673,152 B of output head (the input embedding
 is a gather of one row) = 15,009,849,344 B -> at least 4.48 ms, at most 223.2 tokens/s. Counting
 the whole embedding table as read, as rough estimates do, gives 209.
 
-Bounds are exact rationals (``Fraction`` seconds); the efficiencies turn them into estimates:
-decode kernels typically reach 70-85 % of HBM bandwidth and prefill GEMMs 50-70 % of dense
-peak, hence the defaults 0.80 and 0.60, shown apart from the pure bound.
+Bounds are exact; estimates take them at achieved fractions of bandwidth and peak
+(``kvplan.roofline``: 0.80 and 0.60 by default).
 
 The cache and the weights are sized in the dtype the engine serves the model in
 (:func:`kvplan.dtypes.cache_dtypes`): Gemma 2 9B, a float32 checkpoint, is served and cached in
@@ -34,271 +30,41 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from kvplan.dtypes import CacheDTypes, cache_dtypes
+from kvplan.dtypes import cache_dtypes
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU, find_gpu
-from kvplan.layers import (
-    ChunkedLocalAttention,
-    FullAttention,
-    LayerCache,
-    MLALatent,
-    RecurrentState,
-    SlidingWindowAttention,
-    tokens_retained,
+from kvplan.roofline import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_COMPUTE_EFFICIENCY,
+    DecodeStep,
+    Perf,
+    Prefill,
+    decode_step,
+    prefill_bound,
+    rank_model,
 )
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, cdiv, parse_tokens
-from kvplan.weights import model_weights
+from kvplan.units import parse_tokens
 
-DEFAULT_BANDWIDTH_EFFICIENCY = Fraction(4, 5)
-DEFAULT_COMPUTE_EFFICIENCY = Fraction(3, 5)
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeStep:
-    """One decode step of ``batch_size`` sequences at ``context_tokens`` each, on one rank."""
-
-    batch_size: int
-    context_tokens: int
-    weight_read_bytes: int
-    kv_read_bytes: int
-    kv_write_bytes: int
-    flops: int
-    memory_seconds: Fraction  # pure bound: bytes / bandwidth
-    compute_seconds: Fraction  # pure bound: FLOPs / peak
-    bandwidth_efficiency: Fraction
-    compute_efficiency: Fraction
-
-    @property
-    def bytes_moved(self) -> int:
-        return self.weight_read_bytes + self.kv_read_bytes + self.kv_write_bytes
-
-    @property
-    def bound(self) -> str:
-        """``memory`` or ``compute``: which pure bound binds."""
-        return "compute" if self.compute_seconds > self.memory_seconds else "memory"
-
-    @property
-    def bound_seconds(self) -> Fraction:
-        """The step can take no less than this."""
-        return max(self.memory_seconds, self.compute_seconds)
-
-    @property
-    def estimate_seconds(self) -> Fraction:
-        """The bound at the achieved fractions of bandwidth and peak."""
-        return max(self._memory_estimate, self._compute_estimate)
-
-    @property
-    def estimated_bound(self) -> str:
-        """``memory`` or ``compute``: which binds at the achieved fractions."""
-        return "compute" if self._compute_estimate > self._memory_estimate else "memory"
-
-    @property
-    def _memory_estimate(self) -> Fraction:
-        return self.memory_seconds / self.bandwidth_efficiency
-
-    @property
-    def _compute_estimate(self) -> Fraction:
-        return self.compute_seconds / self.compute_efficiency
-
-    def tokens_per_second(self, estimated: bool = False) -> Fraction:
-        """Output tokens a second over the batch (the bound, or the estimate)."""
-        return self.batch_size / (self.estimate_seconds if estimated else self.bound_seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class Prefill:
-    """Prefill of one prompt of ``prompt_tokens`` on one rank: the time-to-first-token bound."""
-
-    prompt_tokens: int
-    linear_flops: int
-    attention_flops: int
-    weight_read_bytes: int
-    compute_seconds: Fraction
-    memory_seconds: Fraction
-    compute_efficiency: Fraction
-
-    @property
-    def flops(self) -> int:
-        return self.linear_flops + self.attention_flops
-
-    @property
-    def bound_seconds(self) -> Fraction:
-        return max(self.compute_seconds, self.memory_seconds)
-
-    @property
-    def estimate_seconds(self) -> Fraction:
-        return max(self.compute_seconds / self.compute_efficiency, self.memory_seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class Perf:
-    """Decode and prefill bounds of one deployment (per rank; tensor parallel ranks in step)."""
-
-    model: str
-    gpu: GPU
-    tensor_parallel_size: int
-    kv_dtype: str  # the cache dtype, ``k/v`` when K and V differ
-    decode: DecodeStep
-    prefill: Prefill
-    curve: tuple[DecodeStep, ...]
-    max_concurrency: int | None
-    model_dtype: str = ""  # the dtype the model runs in: weights and activations
-    kv_dtype_reason: str = ""  # why the cache has that dtype, in words
-    engine: str = "ideal"
-    not_modelled: tuple[str, ...] = ()  # what the bounds leave out, one phrase each
-
-    @property
-    def compute_bound_from(self) -> int | None:
-        """The smallest batch of the curve whose estimate is compute-bound (None: never)."""
-        return next((s.batch_size for s in self.curve if s.estimated_bound == "compute"), None)
-
-
-@dataclass(frozen=True, slots=True)
-class _Model:
-    """What the bounds need from a spec, sized once."""
-
-    layers: tuple[tuple[LayerCache, int], ...]  # rank-local layers and their counts
-    dtypes: CacheDTypes
-    layers_bytes: int  # all layer weights, whole model
-    head_bytes: int  # the output head (the embedding when tied)
-    row_bytes: int  # one embedding row
-    num_parameters: int
-    num_active_parameters: int
-    num_heads: int  # query heads
-    tp: int
-    mla_dims: tuple[int, int]  # prefill QK and V dims per head for MLA (decompressed)
-
-    @property
-    def k_dtype(self) -> DType:
-        return self.dtypes.k
-
-    @property
-    def v_dtype(self) -> DType:
-        return self.dtypes.v
-
-
-def _model(
-    spec: ModelSpec,
-    tp: int,
-    kv_cache_dtype: str | None,
-    dtype: str | None,
-    quantization: str | None,
-    engine: str = "ideal",
-) -> _Model:
-    dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype, dtype=dtype)
-    # the weights in the dtype the engine runs the model in: a float32 checkpoint served in
-    # bfloat16 reads 2 B a parameter, not 4
-    weights = model_weights(spec, dtypes.model.name, quantization)
-    counts: dict[LayerCache, int] = {}
-    for layer, n in spec.layer_groups:
-        shard = layer.shard(tp)
-        counts[shard] = counts.get(shard, 0) + n
-    hidden = spec.hidden_size or 0
-    nope, rope = spec.qk_nope_head_dim or 0, spec.qk_rope_head_dim or 0
-    return _Model(
-        layers=tuple(counts.items()),
-        dtypes=dtypes,
-        layers_bytes=weights.layers_bytes,
-        head_bytes=weights.lm_head_bytes or weights.embedding_bytes,
-        row_bytes=cdiv(weights.embedding_bytes, spec.vocab_size or 1) if hidden else 0,
-        num_parameters=spec.num_parameters or 1,
-        num_active_parameters=spec.num_active_parameters or spec.num_parameters or 1,
-        num_heads=spec.num_attention_heads,
-        tp=tp,
-        mla_dims=(nope + rope, spec.v_head_dim or nope),
-    )
-
-
-def _weight_read_bytes(m: _Model, batch_size: int) -> int:
-    """Weights one decode step reads on one rank. Dense: every layer weight once. MoE: each
-    sequence reads its active experts, so the batch reads up to ``batch x active`` of the
-    layer weights, capped at all of them (an estimate: routing overlap makes it less)."""
-    layers = m.layers_bytes
-    if m.num_active_parameters < m.num_parameters:
-        layers = min(layers, layers * m.num_active_parameters * batch_size // m.num_parameters)
-    return cdiv(layers + m.head_bytes, m.tp) + batch_size * m.row_bytes
-
-
-def _attention_dims(layer: LayerCache) -> int:
-    """Multiply-add dims per query head and attended token: QK^T plus AV."""
-    match layer:
-        case MLALatent():
-            # absorbed decode: scores against the latent and rope part, values from the latent
-            return 2 * layer.kv_lora_rank + layer.qk_rope_head_dim
-        case FullAttention():
-            return layer.head_dim + layer.v_head_dim
-        case _:
-            return 0
-
-
-def decode_step(
-    m: _Model, gpu: GPU, batch_size: int, context_tokens: int, bw: Fraction, ce: Fraction
-) -> DecodeStep:
-    heads = max(1, m.num_heads // m.tp)
-    kv_read = kv_write = attention = state_flops = 0
-    for layer, n in m.layers:
-        kept = tokens_retained(layer, context_tokens)
-        token_bytes = layer.k_token_bytes(m.k_dtype) + layer.v_token_bytes(m.v_dtype)
-        kv_read += n * (token_bytes * kept + layer.state_bytes)
-        kv_write += n * (token_bytes + layer.state_bytes)
-        attention += n * 2 * heads * _attention_dims(layer) * kept
-        if isinstance(layer, RecurrentState):
-            state_flops += n * 4 * layer.ssm_values  # decay, update, read out
-    linear = cdiv(2 * m.num_active_parameters, m.tp)
-    flops = batch_size * (linear + attention + state_flops)
-    weight_read = _weight_read_bytes(m, batch_size)
-    moved = weight_read + batch_size * (kv_read + kv_write)
-    return DecodeStep(
-        batch_size=batch_size,
-        context_tokens=context_tokens,
-        weight_read_bytes=weight_read,
-        kv_read_bytes=batch_size * kv_read,
-        kv_write_bytes=batch_size * kv_write,
-        flops=flops,
-        memory_seconds=Fraction(moved, gpu.bandwidth_bytes_per_s),
-        compute_seconds=Fraction(flops, gpu.bf16_flops),
-        bandwidth_efficiency=bw,
-        compute_efficiency=ce,
-    )
-
-
-def _causal_pairs(layer: LayerCache, prompt_tokens: int) -> int:
-    """Query-key pairs of a causal prefill: token i attends to min(i, window) tokens."""
-    p = prompt_tokens
-    match layer:
-        case SlidingWindowAttention(window=w) if p > w:
-            return w * (w + 1) // 2 + (p - w) * w
-        case ChunkedLocalAttention(chunk=c):
-            q, r = divmod(p, c)
-            return q * c * (c + 1) // 2 + r * (r + 1) // 2
-        case MLALatent() | FullAttention():
-            return p * (p + 1) // 2
-        case _:
-            return 0
-
-
-def prefill_bound(m: _Model, gpu: GPU, prompt_tokens: int, ce: Fraction) -> Prefill:
-    heads = max(1, m.num_heads // m.tp)
-    attention = 0
-    for layer, n in m.layers:
-        match layer:
-            case MLALatent():
-                dims = sum(m.mla_dims) or _attention_dims(layer)  # prefill decompresses
-            case _:
-                dims = _attention_dims(layer)
-        attention += n * 2 * heads * dims * _causal_pairs(layer, prompt_tokens)
-    linear = cdiv(2 * m.num_active_parameters * prompt_tokens, m.tp)
-    weights = cdiv(m.layers_bytes + m.head_bytes, m.tp)
-    return Prefill(
-        prompt_tokens=prompt_tokens,
-        linear_flops=linear,
-        attention_flops=attention,
-        weight_read_bytes=weights,
-        compute_seconds=Fraction(linear + attention, gpu.bf16_flops),
-        memory_seconds=Fraction(weights, gpu.bandwidth_bytes_per_s),
-        compute_efficiency=ce,
-    )
+__all__ = [
+    "DEFAULT_BANDWIDTH_EFFICIENCY",
+    "DEFAULT_COMPUTE_EFFICIENCY",
+    "ENGINES",
+    "Alternative",
+    "Comparison",
+    "DecodeStep",
+    "Perf",
+    "Prefill",
+    "alternatives",
+    "compare",
+    "decode_step",
+    "efficiency",
+    "fit_concurrency",
+    "memory_curve",
+    "not_modelled",
+    "perf",
+    "prefill_bound",
+]
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -466,7 +232,7 @@ def perf(
         sizes = [_count("curve batch size", b, 1) for b in curve]
     else:
         sizes = _ladder(max(concurrency, fit or 1))
-    m = _model(spec, tp, kv_cache_dtype, dtype, quantization, engine)
+    m = rank_model(spec, tp, kv_cache_dtype, dtype, quantization, engine)
     return Perf(
         model=spec.name,
         gpu=gpu,
@@ -560,7 +326,7 @@ def alternatives(
         cases.append(("half the context", tokens // 2, kv_cache_dtype))
     out = []
     for label, length, kv in cases:
-        m = _model(spec, tp, kv, None, None, engine)
+        m = rank_model(spec, tp, kv, None, None, engine)
         fit = fit_concurrency(spec, gpu, length, tp, kv, engine)
         step = decode_step(m, gpu, fit, length, bw, ce) if fit else None
         out.append(Alternative(label, length, kv, fit, step, m.dtypes.kv_dtype, m.dtypes.reason))
@@ -638,7 +404,7 @@ def compare(
             notes.append(f"beyond its {trained:,}-token maximum")
         if device is not None and spec.num_parameters is not None:
             fit = fit_concurrency(spec, device, tokens, tp, kv_cache_dtype, engine)
-            m = _model(spec, tp, kv_cache_dtype, None, None, engine)
+            m = rank_model(spec, tp, kv_cache_dtype, None, None, engine)
             bw, ce = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
             speed = decode_step(m, device, 1, tokens, bw, ce).tokens_per_second(estimated=True)
         elif device is not None:

@@ -20,7 +20,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.errors import KvplanError, ProbeUnavailableError
+from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.errors import KvplanError, ProbeUnavailableError, UnitError
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -124,123 +125,124 @@ def build_config(spec: ModelSpec, dtype: str, max_tokens: int) -> Any:
     """A transformers config with ``spec``'s KV geometry and tiny everything else."""
     _, transformers = require_torch()
     family = family_of(spec)
-    layers = spec.num_hidden_layers
-    attention = [layer for layer in spec.layers if isinstance(layer, FullAttention)]
-    kv = spec.kv_heads
-    head_dim = attention[0].head_dim if attention else (spec.head_dim or 0)
     common: dict[str, Any] = {
         "vocab_size": _TINY_VOCAB,
-        "num_hidden_layers": layers,
+        "num_hidden_layers": spec.num_hidden_layers,
         "intermediate_size": _TINY_MLP,
         "max_position_embeddings": max(spec.max_position_embeddings or 0, max_tokens + 1),
         "tie_word_embeddings": False,
         "use_cache": True,
         "dtype": dtype,
     }
+    match family:
+        case "deepseek_v3":
+            return transformers.DeepseekV3Config(**_mla_settings(spec), **common)
+        case "jamba":
+            return transformers.JambaConfig(**_jamba_settings(spec), **common)
+    # the attention families: one KV head per query head keeps the hidden width tiny
+    attention = [layer for layer in spec.layers if isinstance(layer, FullAttention)]
+    kv = spec.kv_heads
+    head_dim = attention[0].head_dim if attention else (spec.head_dim or 0)
+    heads: dict[str, Any] = {"num_attention_heads": kv, "num_key_value_heads": kv}
+    if family != "qwen2":  # Qwen2 has no head_dim: its width sets it
+        heads |= {"hidden_size": _TINY_HIDDEN, "head_dim": head_dim}
+    settings = _attention_settings(spec, family, kv * head_dim, head_dim)
+    if settings is None:  # pragma: no cover
+        raise KvplanError(f"{spec.name}: family {family} has no probe builder")
+    cls = getattr(transformers, _CONFIG_CLASSES[family])
+    return cls(**heads, **settings, **common)
+
+
+#: transformers family -> its config class.
+_CONFIG_CLASSES = {
+    "llama": "LlamaConfig",
+    "mistral": "MistralConfig",
+    "qwen2": "Qwen2Config",
+    "qwen3": "Qwen3Config",
+    "gemma2": "Gemma2Config",
+    "gemma3_text": "Gemma3TextConfig",
+    "gpt_oss": "GptOssConfig",
+}
+
+
+def _attention_settings(
+    spec: ModelSpec, family: str, width: int, head_dim: int
+) -> dict[str, Any] | None:
+    """What an attention family's config needs besides the heads: windows, layer kinds."""
     window = _window(spec)
     types = _layer_types(spec)
     match family:
         case "llama":
-            return transformers.LlamaConfig(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                head_dim=head_dim,
-                **common,
-            )
+            return {}
         case "mistral":
-            return transformers.MistralConfig(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                head_dim=head_dim,
-                sliding_window=window,
-                **common,
-            )
+            return {"sliding_window": window}
         case "qwen2":
-            return transformers.Qwen2Config(
-                hidden_size=kv * head_dim,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                use_sliding_window=window is not None,
-                sliding_window=window,
-                max_window_layers=spec.max_window_layers or 0,
-                layer_types=types,
-                **common,
-            )
+            return {
+                "hidden_size": width,
+                "use_sliding_window": window is not None,
+                "sliding_window": window,
+                "max_window_layers": spec.max_window_layers or 0,
+                "layer_types": types,
+            }
         case "qwen3":
-            return transformers.Qwen3Config(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                head_dim=head_dim,
-                sliding_window=window,
-                layer_types=types,
-                **common,
-            )
+            return {"sliding_window": window, "layer_types": types}
         case "gemma2" | "gemma3_text":
-            cls = transformers.Gemma2Config if family == "gemma2" else transformers.Gemma3TextConfig
-            return cls(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                head_dim=head_dim,
-                sliding_window=window or 4096,
-                layer_types=types,
-                query_pre_attn_scalar=head_dim,
-                **common,
-            )
+            return {
+                "sliding_window": window or 4096,
+                "layer_types": types,
+                "query_pre_attn_scalar": head_dim,
+            }
         case "gpt_oss":
-            return transformers.GptOssConfig(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=kv,
-                num_key_value_heads=kv,
-                head_dim=head_dim,
-                sliding_window=window or 128,
-                layer_types=types,
-                num_local_experts=2,
-                num_experts_per_tok=1,
-                **common,
-            )
-        case "deepseek_v3":
-            mla = next(layer for layer in spec.layers if isinstance(layer, MLALatent))
-            heads = spec.num_attention_heads
-            return transformers.DeepseekV3Config(
-                hidden_size=_TINY_HIDDEN,
-                num_attention_heads=heads,
-                num_key_value_heads=heads,
-                kv_lora_rank=mla.kv_lora_rank,
-                q_lora_rank=None,
-                qk_rope_head_dim=mla.qk_rope_head_dim,
-                qk_nope_head_dim=spec.qk_nope_head_dim or 128,
-                v_head_dim=spec.v_head_dim or 128,
-                n_routed_experts=2,
-                num_experts_per_tok=1,
-                n_group=1,
-                topk_group=1,
-                first_k_dense_replace=layers,
-                moe_intermediate_size=32,
-                **common,
-            )
-        case "jamba":
-            attn = [i for i, layer in enumerate(spec.layers) if isinstance(layer, FullAttention)]
-            period = attn[1] - attn[0] if len(attn) > 1 else layers
-            return transformers.JambaConfig(
-                hidden_size=spec.hidden_size,
-                num_attention_heads=spec.num_attention_heads,
-                num_key_value_heads=kv,
-                attn_layer_period=period,
-                attn_layer_offset=attn[0] if attn else layers,
-                num_experts=1,
-                expert_layer_period=1,
-                expert_layer_offset=0,
-                use_mamba_kernels=False,
-                mamba_d_state=spec.mamba_d_state,
-                mamba_d_conv=spec.mamba_d_conv,
-                mamba_expand=spec.mamba_expand,
-                **common,
-            )
-    raise KvplanError(f"{spec.name}: family {family} has no probe builder")  # pragma: no cover
+            return {
+                "sliding_window": window or 128,
+                "layer_types": types,
+                "num_local_experts": 2,
+                "num_experts_per_tok": 1,
+            }
+    return None
+
+
+def _mla_settings(spec: ModelSpec) -> dict[str, Any]:
+    """DeepSeek V3: the real latent and rope dims, every head, two tiny dense-only experts."""
+    mla = next(layer for layer in spec.layers if isinstance(layer, MLALatent))
+    heads = spec.num_attention_heads
+    return {
+        "hidden_size": _TINY_HIDDEN,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "kv_lora_rank": mla.kv_lora_rank,
+        "q_lora_rank": None,
+        "qk_rope_head_dim": mla.qk_rope_head_dim,
+        "qk_nope_head_dim": spec.qk_nope_head_dim or 128,
+        "v_head_dim": spec.v_head_dim or 128,
+        "n_routed_experts": 2,
+        "num_experts_per_tok": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "first_k_dense_replace": spec.num_hidden_layers,
+        "moe_intermediate_size": 32,
+    }
+
+
+def _jamba_settings(spec: ModelSpec) -> dict[str, Any]:
+    """Jamba: the real hidden width (the Mamba state depends on it) and attention period."""
+    layers = spec.num_hidden_layers
+    attn = [i for i, layer in enumerate(spec.layers) if isinstance(layer, FullAttention)]
+    period = attn[1] - attn[0] if len(attn) > 1 else layers
+    return {
+        "hidden_size": spec.hidden_size,
+        "num_attention_heads": spec.num_attention_heads,
+        "num_key_value_heads": spec.kv_heads,
+        "attn_layer_period": period,
+        "attn_layer_offset": attn[0] if attn else layers,
+        "num_experts": 1,
+        "expert_layer_period": 1,
+        "expert_layer_offset": 0,
+        "use_mamba_kernels": False,
+        "mamba_d_state": spec.mamba_d_state,
+        "mamba_d_conv": spec.mamba_d_conv,
+        "mamba_expand": spec.mamba_expand,
+    }
 
 
 def _cache_tensors(cache: Any) -> list[tuple[int, str, Any]]:
@@ -265,9 +267,9 @@ def _cache_tensors(cache: Any) -> list[tuple[int, str, Any]]:
 
 
 def run_probe(
-    spec: ModelSpec,
+    spec: ModelSpec | str,
     *,
-    context_tokens: int,
+    context_tokens: int | str,
     batch_size: int = 1,
     decode_steps: int = 0,
     device: str = "cpu",
@@ -275,15 +277,27 @@ def run_probe(
     paged_blocks: int | None = None,
     seed: int = 0,
 ) -> ProbeResult:
-    """Build, fill and measure (see the module docstring)."""
+    """Build, fill and measure (see the module docstring).
+
+    Raises ProbeUnavailableError without torch and transformers or without the CUDA device
+    asked for, KvplanError for a model the probe cannot build or a block-format dtype,
+    UnitError for a count below its minimum or an argument of the wrong type.
+    """
     torch, transformers = require_torch()
     from kvplan.units import resolve_dtype
 
-    if context_tokens < 1 or batch_size < 1 or decode_steps < 0:
-        raise KvplanError("the probe needs context >= 1, batch >= 1 and decode steps >= 0")
+    model = as_spec(spec)
+    context_tokens = as_tokens(context_tokens, "context_tokens", minimum=1)
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
+    decode_steps = as_int(decode_steps, "decode_steps")
+    seed = as_int(seed, "seed")
+    if paged_blocks is not None:
+        paged_blocks = as_int(paged_blocks, "paged_blocks")
+    if not isinstance(device, str):
+        raise UnitError(f"device: expected a torch device name such as cuda, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ProbeUnavailableError("--device cuda: no CUDA device is available to torch")
-    name = resolve_dtype(dtype or spec.torch_dtype).name
+    name = resolve_dtype(dtype or model.torch_dtype).name
     if name not in ("float32", "float16", "bfloat16"):
         raise KvplanError(
             f"--kv-dtype {name}: transformers caches in the model dtype; use"
@@ -296,7 +310,7 @@ def run_probe(
         warnings.simplefilter("ignore")
         transformers.logging.set_verbosity_error()
         return _measure(
-            spec,
+            model,
             torch,
             transformers,
             name,
@@ -323,7 +337,6 @@ def _measure(
     paged_blocks: int | None,
     seed: int,
 ) -> ProbeResult:
-    from kvplan.engines import transformers as hf_profile
     from kvplan.estimator import estimate
 
     total = context_tokens + decode_steps
@@ -331,6 +344,38 @@ def _measure(
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     model.eval().to(device)
+    shape = (batch_size, context_tokens, decode_steps)
+    cache, allocator = _fill_cache(torch, model, shape, device)
+    tensors = _cache_tensors(cache)
+    logical, storage_bytes, by_kind = _tensor_bytes(spec, tensors)
+    estimated, estimate_by_kind = _transformers_estimate(spec, total, batch_size, name)
+    paged = _paged_pool(spec, paged_blocks, name, device) if paged_blocks else {}
+    return ProbeResult(
+        model=spec.name,
+        family=family_of(spec),
+        device=device,
+        dtype=name,
+        context_tokens=context_tokens,
+        batch_size=batch_size,
+        decode_steps=decode_steps,
+        tensor_bytes=logical,
+        storage_bytes=storage_bytes,
+        by_kind=by_kind,
+        transformers_estimate_bytes=estimated,
+        estimate_by_kind=estimate_by_kind,
+        ideal_bytes=estimate(spec, total, batch_size=batch_size, kv_dtype=name).kv_cache_bytes,
+        num_tensors=len(tensors),
+        allocator=allocator,
+        paged=paged,
+    )
+
+
+def _fill_cache(
+    torch: Any, model: Any, shape: tuple[int, int, int], device: str
+) -> tuple[Any, dict[str, int]]:
+    """Prefill ``batch x context`` random tokens, then ``decode_steps`` one-token steps; the
+    filled cache and, on CUDA, the allocator's deltas over the whole run and the decode."""
+    batch_size, context_tokens, decode_steps = shape
     cuda = device.startswith("cuda")
     allocator: dict[str, int] = {}
     if cuda:
@@ -356,42 +401,42 @@ def _measure(
             "memory_reserved_delta": torch.cuda.memory_reserved() - reserved,
             "decode_peak_delta": torch.cuda.max_memory_allocated() - peak_base,
         }
-    tensors = _cache_tensors(cache)
-    kinds = [_kind(spec, i) for i, _, _ in tensors]
+    return cache, allocator
+
+
+def _tensor_bytes(
+    spec: ModelSpec, tensors: list[tuple[int, str, Any]]
+) -> tuple[int, int, dict[str, int]]:
+    """The logical bytes of the cache tensors (elements x element size), the bytes of their
+    storages counted once each, and the logical bytes per layer kind."""
     by_kind: dict[str, int] = {}
     storages: dict[int, int] = {}
     logical = 0
-    for kind, (_, _, tensor) in zip(kinds, tensors, strict=True):
+    for index, _, tensor in tensors:
+        kind = _kind(spec, index)
         size = tensor.numel() * tensor.element_size()
         logical += size
         by_kind[kind] = by_kind.get(kind, 0) + size
         storage = tensor.untyped_storage()
         storages[storage.data_ptr()] = storage.nbytes()
-    profile = hf_profile.kv_cache(spec, context_tokens=total, batch_size=batch_size, dtype=name)
-    estimate_by_kind = {
+    return logical, sum(storages.values()), by_kind
+
+
+def _transformers_estimate(
+    spec: ModelSpec, total_tokens: int, batch_size: int, dtype: str
+) -> tuple[int, dict[str, int]]:
+    """The transformers profile's bytes for the same cache, in all and per layer kind."""
+    from kvplan.engines import transformers as hf_profile
+
+    profile = hf_profile.kv_cache(
+        spec, context_tokens=total_tokens, batch_size=batch_size, dtype=dtype
+    )
+    by_kind = {
         key.removesuffix("_bytes"): int(value)
         for key, value in profile.engine_log.items()
         if key.endswith("_bytes") and key not in ("k_bytes", "v_bytes", "state_bytes")
     }
-    paged = _paged_pool(spec, paged_blocks, name, device) if paged_blocks else {}
-    return ProbeResult(
-        model=spec.name,
-        family=family_of(spec),
-        device=device,
-        dtype=name,
-        context_tokens=context_tokens,
-        batch_size=batch_size,
-        decode_steps=decode_steps,
-        tensor_bytes=logical,
-        storage_bytes=sum(storages.values()),
-        by_kind=by_kind,
-        transformers_estimate_bytes=profile.kv_cache_bytes,
-        estimate_by_kind=estimate_by_kind,
-        ideal_bytes=estimate(spec, total, batch_size=batch_size, kv_dtype=name).kv_cache_bytes,
-        num_tensors=len(tensors),
-        allocator=allocator,
-        paged=paged,
-    )
+    return profile.kv_cache_bytes, by_kind
 
 
 def _kind(spec: ModelSpec, index: int) -> str:

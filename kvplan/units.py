@@ -98,6 +98,11 @@ DTYPE_ALIASES: dict[str, str] = {
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 
+def kv_dtype_name(k_dtype: DType, v_dtype: DType) -> str:
+    """A cache's dtype in one name: ``bfloat16``, or ``k/v`` when K and V differ (``q8_0/q4_0``)."""
+    return k_dtype.name if k_dtype == v_dtype else f"{k_dtype.name}/{v_dtype.name}"
+
+
 def dtype_names() -> str:
     """The accepted dtype names, for error messages."""
     return ", ".join([*DTYPES, *DTYPE_ALIASES])

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.charts import (
+from kvplan.errors import SpecError, UnavailableError, UnitError
+from kvplan.views.charts import (
     COLORS,
     PLOT_HINT,
     Chart,
@@ -26,7 +27,6 @@ from kvplan.charts import (
     save_chart,
     token_label,
 )
-from kvplan.errors import SpecError, UnavailableError, UnitError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -267,7 +267,10 @@ def test_malformed_charts_are_caller_bugs(make: Callable[[], object], match: str
 
 
 def test_import_loads_neither_matplotlib_nor_numpy() -> None:
-    code = "import sys, kvplan.charts; print(sorted({'matplotlib', 'numpy'} & set(sys.modules)))"
+    code = (
+        "import sys, kvplan.views.charts;"
+        " print(sorted({'matplotlib', 'numpy'} & set(sys.modules)))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

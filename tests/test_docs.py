@@ -226,3 +226,63 @@ def test_exit_codes_per_command_are_documented_and_in_help() -> None:
     for name, meaning in COMMAND_EXIT_CODES.items():
         assert f"| `{name}` | {meaning} |" in text, f"docs/cli.md: exit codes of {name}"
         assert _commands()[name].epilog == f"Exit codes: {meaning}.", name
+
+
+# --- docs/api.md: every public name documented, every example real ----------------------------
+
+
+def test_every_public_name_is_documented_in_api_md() -> None:
+    import kvplan
+
+    lines = (DOCS / "api.md").read_text(encoding="utf-8").splitlines()
+    documented = [line for line in lines if line.startswith(("#", "|"))]
+    for name in kvplan.__all__:
+        assert any(f"`{name}`" in line or f"`{name}(" in line for line in documented), (
+            f"docs/api.md documents `{name}` in no heading or table row"
+        )
+
+
+def _expected_output(block: str) -> list[str]:
+    """What an example says it prints: the comment after each ``print(...)`` line, and the
+    comment lines right below a print (or below such a line), up to a blank line."""
+    expected: list[str] = []
+    after_print = False
+    for line in block.splitlines():
+        comment = line.partition("  # ")[2]
+        stripped = line.strip()
+        if stripped.startswith("print("):
+            if comment:
+                expected.append(comment.strip())
+            after_print = True
+        elif stripped.startswith("# ") and after_print:
+            expected.append(stripped[2:])
+        else:
+            after_print = bool(stripped) and after_print and stripped.startswith("#")
+    return expected
+
+
+def _api_examples() -> list[tuple[str, list[str]]]:
+    """Each python example of docs/api.md and the output it states: the ``prints`` block
+    after it, else its output comments (``_expected_output``)."""
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    found = re.findall(r"```python\n(.*?)```(?:\s*prints\s*```\n(.*?)```)?", text, flags=re.S)
+    return [(code, _strip(shown) if shown else _expected_output(code)) for code, shown in found]
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    _api_examples(),
+    ids=[
+        f"{i}: {code.strip().splitlines()[-1][:40]}" for i, (code, _) in enumerate(_api_examples())
+    ],
+)
+def test_api_example_runs_and_prints_what_it_says(
+    code: str,
+    expected: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(ROOT)  # examples name files by their path in the repository
+    exec(compile(code, "docs/api.md", "exec"), {})
+    if expected:  # an example whose output depends on the machine states none
+        assert _strip(capsys.readouterr().out) == expected

@@ -1,4 +1,4 @@
-"""``kvplan flags`` and ``kvplan.recommend``: verdicts that count weights, GPUs and overhead.
+"""``kvplan flags`` and ``kvplan.flags``: verdicts that count weights, GPUs and overhead.
 
 Every figure below is derived by hand from the bundled specs:
 
@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.recommend import ENGINES, layer_split, recommend
+from kvplan.flags import ENGINES, layer_split, recommend
 
 runner = CliRunner()
 

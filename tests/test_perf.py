@@ -19,13 +19,11 @@ from kvplan import (
     load_model,
     model_weights,
     parse_spec,
-    perfview,
     plan,
 )
-from kvplan.charts import COLORS
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.perf import (
+from kvplan.performance import (
     Comparison,
     alternatives,
     compare,
@@ -34,6 +32,8 @@ from kvplan.perf import (
     not_modelled,
     perf,
 )
+from kvplan.views import perf as perfview
+from kvplan.views.charts import COLORS
 
 runner = CliRunner()
 H100 = find_gpu("h100-sxm")  # 3.35 TB/s, 989.5 dense bf16 TFLOP/s

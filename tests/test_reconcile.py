@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.errors import KvplanError, SpecError
 from kvplan.files import TEXT_LIMIT_BYTES
-from kvplan.reconcile import detect_engine, read_log, reconcile
+from kvplan.logs import detect_engine, read_log, reconcile
 
 LOGS = Path(__file__).parent / "data" / "logs"
 

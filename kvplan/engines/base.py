@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kvplan.errors import KvplanError
+from kvplan.errors import UnknownEngineError
+
+__all__ = ["ENGINE_NAMES", "EngineResult", "UnknownEngineError"]
 
 #: Engines with a profile. ``ideal`` is the core formula with no engine rules.
 ENGINE_NAMES = (
@@ -18,10 +20,6 @@ ENGINE_NAMES = (
     "tgi",
     "transformers",
 )
-
-
-class UnknownEngineError(KvplanError, LookupError):
-    """No profile for that engine, or for that version of it."""
 
 
 @dataclass(frozen=True, slots=True)

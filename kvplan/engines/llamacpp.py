@@ -44,10 +44,11 @@ an f32 conv state ``r`` and SSM state ``s`` per sequence, one cell each
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kvplan.engines.base import EngineResult, UnknownEngineError
-from kvplan.errors import UnitError
+from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -92,7 +93,7 @@ _BUILD_SWA_F16 = 8633
 _BUILD_SWA_F16_REVERTED = 8644
 
 #: ggml cache types: name -> kvplan dtype (block sizes from ggml/src/ggml-common.h).
-_GGML_TYPES: dict[str, str] = {
+GGML_TYPES: dict[str, str] = {
     "f32": "float32",
     "f16": "float16",
     "bf16": "bfloat16",
@@ -103,7 +104,7 @@ _GGML_TYPES: dict[str, str] = {
     "q5_1": "q5_1",
     "iq4_nl": "iq4_nl",
 }
-_GGML_NAMES = {dtype: name for name, dtype in _GGML_TYPES.items()}
+GGML_NAMES = {dtype: name for name, dtype in GGML_TYPES.items()}
 _F32 = resolve_dtype("float32")
 
 
@@ -115,12 +116,12 @@ def _pad(n: int, multiple: int) -> int:
 def _ggml_type(name: str) -> tuple[str, DType]:
     """The ggml name (``q8_0``) and kvplan dtype of a ``-ctk``/``-ctv`` value."""
     try:
-        canonical = _GGML_NAMES.get(resolve_dtype(name).name)
+        canonical = GGML_NAMES.get(resolve_dtype(name).name)
     except UnitError:
         canonical = None
     if canonical is None:
-        raise UnitError(f"unknown llama.cpp cache type {name!r}; allowed: {', '.join(_GGML_TYPES)}")
-    return canonical, resolve_dtype(_GGML_TYPES[canonical])
+        raise UnitError(f"unknown llama.cpp cache type {name!r}; allowed: {', '.join(GGML_TYPES)}")
+    return canonical, resolve_dtype(GGML_TYPES[canonical])
 
 
 def ggml_row_bytes(cache_type: str, num_values: int) -> int:
@@ -244,8 +245,44 @@ class _Part:
     type_v: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    """The settings of one llama.cpp run, checked; the cache types as ggml names and dtypes."""
+
+    n_seq_max: int
+    n_ubatch: int
+    swa_full: bool
+    flash_attn: bool
+    kv_unified: bool
+    build: int | None
+    fork: str
+    name_k: str
+    name_v: str
+    dtype_k: DType
+    dtype_v: DType
+
+    @property
+    def ik(self) -> bool:
+        return self.fork == "ik_llama.cpp"
+
+
+@dataclass(slots=True)
+class _Rows:
+    """Bytes of one cell of each memory module, summed over its layers."""
+
+    main_k_row: int = 0  # bytes of one cell over all main-cache layers
+    main_v_row: int = 0
+    num_main: int = 0
+    swa_rows: list[tuple[int, int]] = field(default_factory=list)  # (K, V) values per layer
+    n_swa: int = 0
+    num_recurrent: int = 0
+    r_row: int = 0
+    s_row: int = 0
+    has_mla: bool = False
+
+
 def kv_cache(
-    spec: ModelSpec,
+    spec: ModelSpec | str,
     *,
     n_ctx: int,
     n_seq_max: int = 1,
@@ -265,131 +302,209 @@ def kv_cache(
     (block_size 1). ``engine_log``: the printed figures per part (``cells`` per stream, as
     printed; the SWA part prefixed ``swa_``, the recurrent state ``recurrent_``, whose
     ``k``/``v`` are llama.cpp's R and S) with the exact ``k_bytes``/``v_bytes``;
-    ``log_lines``: the size lines as that build prints them.
+    ``log_lines``: the size lines as that build prints them. Raises UnknownEngineError for an
+    unknown fork or a build older than ``OLDEST_BUILD``, UnitError for a count below 1 or an
+    unknown cache type.
     """
+    model = as_spec(spec)
+    cells, settings = _checked_settings(
+        n_ctx,
+        n_seq_max=n_seq_max,
+        n_ubatch=n_ubatch,
+        cache_types=(cache_type_k, cache_type_v),
+        switches=(swa_full, flash_attn, kv_unified),
+        build=build,
+        fork=fork,
+    )
+    base_cells, streams = cells_per_stream(
+        cells,
+        n_seq_max=settings.n_seq_max,
+        kv_unified=settings.kv_unified,
+        flash_attn=settings.flash_attn,
+        build=build,
+        fork=fork,
+    )
+    rows = _layer_rows(model, settings)
+    parts = [
+        part
+        for part in (
+            _main_part(rows, settings, base_cells, streams),
+            _swa_part(rows, settings, base_cells, streams),
+            _recurrent_part(rows, settings, model.num_hidden_layers),
+        )
+        if part is not None
+    ]
+    main_cells = parts[0].cells * parts[0].streams if parts else 0
+    ik = settings.ik
+    version = "newest" if build is None else f"version {build}" if ik else f"b{build}"
+    return EngineResult(
+        engine=fork,
+        engine_version=version,
+        kv_cache_bytes=sum(part.k_bytes + part.v_bytes for part in parts),
+        num_blocks=main_cells,
+        block_size=1,
+        kv_cache_tokens=main_cells,
+        engine_log=_engine_log(parts, settings, streams),
+        log_lines=_log_lines(
+            parts, build=build, ik=ik, mla=rows.has_mla, flash_attn=settings.flash_attn
+        ),
+    )
+
+
+def _checked_settings(
+    n_ctx: object,
+    *,
+    n_seq_max: object,
+    n_ubatch: object,
+    cache_types: tuple[str, str],
+    switches: tuple[object, object, object],
+    build: int | None,
+    fork: str,
+) -> tuple[int, _Settings]:
+    """``n_ctx`` and the other settings of :func:`kv_cache`, checked in the order it states."""
     if fork not in FORKS:
         raise UnknownEngineError(f"unknown llama.cpp fork {fork!r}; known: {', '.join(FORKS)}")
+    if build is not None:
+        as_int(build, "build")
     if fork == "llama.cpp" and build is not None and build < OLDEST_BUILD:
         raise UnknownEngineError(
             f"llama.cpp b{build} is older than the oldest modelled build b{OLDEST_BUILD}"
         )
-    if n_ctx <= 0 or n_seq_max <= 0 or n_ubatch <= 0:
-        raise UnitError("n_ctx, n_seq_max and n_ubatch must be positive")
-    name_k, dtype_k = _ggml_type(cache_type_k)
-    name_v, dtype_v = _ggml_type(cache_type_v)
-    ik = fork == "ik_llama.cpp"
-    split_swa = not ik and (build is None or build >= _BUILD_SWA)
-    base_cells, streams = cells_per_stream(
-        n_ctx,
-        n_seq_max=n_seq_max,
-        kv_unified=kv_unified,
-        flash_attn=flash_attn,
-        build=build,
-        fork=fork,
+    cells = as_tokens(n_ctx, "n_ctx", minimum=1)
+    seqs = as_int(n_seq_max, "n_seq_max", minimum=1)
+    ubatch = as_int(n_ubatch, "n_ubatch", minimum=1)
+    name_k, dtype_k = _ggml_type(cache_types[0])
+    name_v, dtype_v = _ggml_type(cache_types[1])
+    swa_full, flash_attn, kv_unified = (bool(switch) for switch in switches)
+    settings = _Settings(
+        seqs,
+        ubatch,
+        swa_full,
+        flash_attn,
+        kv_unified,
+        build,
+        fork,
+        name_k,
+        name_v,
+        dtype_k,
+        dtype_v,
     )
+    return cells, settings
 
-    main_k_row = main_v_row = 0  # bytes of one cell over all main-cache layers
-    swa_rows: list[tuple[int, int]] = []  # (K values, V values) of each sliding layer
-    num_main = num_recurrent = r_row = s_row = n_swa = 0
-    has_mla = False
+
+def _layer_rows(spec: ModelSpec, s: _Settings) -> _Rows:
+    """Sort the layers into llama.cpp's memory modules and sum each one's row bytes."""
+    split_swa = not s.ik and (s.build is None or s.build >= _BUILD_SWA)
+    rows = _Rows()
     for layer in spec.layers:
         match layer:
             case SlidingWindowAttention(window=window) if split_swa:
-                n_swa = max(n_swa, window)
-                swa_rows.append(_kv_values(layer))
+                rows.n_swa = max(rows.n_swa, window)
+                rows.swa_rows.append(_kv_values(layer))
             case ChunkedLocalAttention(chunk=chunk) if split_swa:
                 # Llama 4: llama.cpp runs chunked attention as SWA with n_swa = chunk.
-                n_swa = max(n_swa, chunk)
-                swa_rows.append(_kv_values(layer))
+                rows.n_swa = max(rows.n_swa, chunk)
+                rows.swa_rows.append(_kv_values(layer))
             case FullAttention():
-                num_main += 1
+                rows.num_main += 1
                 k_values, v_values = _kv_values(layer)
-                main_k_row += dtype_k.row_bytes(k_values)
-                main_v_row += dtype_v.row_bytes(v_values)
+                rows.main_k_row += s.dtype_k.row_bytes(k_values)
+                rows.main_v_row += s.dtype_v.row_bytes(v_values)
             case MLALatent():
-                has_mla = True
-                num_main += 1
-                k_values, v_values = mla_row_values(layer, spec, build=build, fork=fork)
+                rows.has_mla = True
+                rows.num_main += 1
+                k_values, v_values = mla_row_values(layer, spec, build=s.build, fork=s.fork)
                 # ik_llama.cpp -mla 3 without flash attention keeps c^KV in the V type.
-                main_k_row += (dtype_v if ik and not flash_attn else dtype_k).row_bytes(k_values)
-                main_v_row += dtype_v.row_bytes(v_values)
+                k_dtype = s.dtype_v if s.ik and not s.flash_attn else s.dtype_k
+                rows.main_k_row += k_dtype.row_bytes(k_values)
+                rows.main_v_row += s.dtype_v.row_bytes(v_values)
             case RecurrentState():
-                num_recurrent += 1
-                r_row += _F32.row_bytes(layer.conv_values)
-                s_row += _F32.row_bytes(layer.ssm_values)
+                rows.num_recurrent += 1
+                rows.r_row += _F32.row_bytes(layer.conv_values)
+                rows.s_row += _F32.row_bytes(layer.ssm_values)
             case _:
                 pass  # NoCache: nothing kept
+    return rows
 
-    parts: list[_Part] = []
-    if num_main:
-        num_cells = base_cells * streams
-        parts.append(
-            _Part(
-                "",
-                base_cells,
-                streams,
-                num_main,
-                n_seq_max,
-                num_cells * main_k_row,
-                num_cells * main_v_row,
-                name_k,
-                name_v,
-            )
-        )
-    if swa_rows:
-        # f16 whatever -ctk/-ctv only in b8633-b8643 (#21277, reverted by #21332).
-        forced_f16 = build is not None and _BUILD_SWA_F16 <= build < _BUILD_SWA_F16_REVERTED
-        swa_k, swa_v = ("f16", "f16") if forced_f16 else (name_k, name_v)
-        cells = swa_cells(
-            base_cells,
-            n_swa=n_swa,
-            n_seq_max=n_seq_max,
-            n_ubatch=n_ubatch,
-            kv_unified=kv_unified,
-            swa_full=swa_full,
-            flash_attn=flash_attn,
-            build=build,
-        )
-        k_row = sum(ggml_row_bytes(swa_k, k) for k, _ in swa_rows)
-        v_row = sum(ggml_row_bytes(swa_v, v) for _, v in swa_rows)
-        parts.append(
-            _Part(
-                "swa_",
-                cells,
-                streams,
-                len(swa_rows),
-                n_seq_max,
-                cells * streams * k_row,
-                cells * streams * v_row,
-                swa_k,
-                swa_v,
-            )
-        )
-    if num_recurrent:
-        # llama_memory_recurrent: max(1, n_seq_max) cells, one per sequence; it prints
-        # hparams.n_layer (all layers) even when only some are recurrent.
-        mem_size = max(1, n_seq_max)
-        parts.append(
-            _Part(
-                "recurrent_",
-                mem_size,
-                1,
-                spec.num_hidden_layers,
-                n_seq_max,
-                mem_size * r_row,
-                mem_size * s_row,
-                "f32",
-                "f32",
-            )
-        )
 
+def _main_part(rows: _Rows, s: _Settings, base_cells: int, streams: int) -> _Part | None:
+    """The main cache: full attention and MLA layers, ``base_cells`` cells per stream."""
+    if not rows.num_main:
+        return None
+    num_cells = base_cells * streams
+    return _Part(
+        "",
+        base_cells,
+        streams,
+        rows.num_main,
+        s.n_seq_max,
+        num_cells * rows.main_k_row,
+        num_cells * rows.main_v_row,
+        s.name_k,
+        s.name_v,
+    )
+
+
+def _swa_part(rows: _Rows, s: _Settings, base_cells: int, streams: int) -> _Part | None:
+    """The sliding-window cache (mainline from b5429): the window plus a micro-batch."""
+    if not rows.swa_rows:
+        return None
+    # f16 whatever -ctk/-ctv only in b8633-b8643 (#21277, reverted by #21332).
+    forced_f16 = s.build is not None and _BUILD_SWA_F16 <= s.build < _BUILD_SWA_F16_REVERTED
+    swa_k, swa_v = ("f16", "f16") if forced_f16 else (s.name_k, s.name_v)
+    cells = swa_cells(
+        base_cells,
+        n_swa=rows.n_swa,
+        n_seq_max=s.n_seq_max,
+        n_ubatch=s.n_ubatch,
+        kv_unified=s.kv_unified,
+        swa_full=s.swa_full,
+        flash_attn=s.flash_attn,
+        build=s.build,
+    )
+    k_row = sum(ggml_row_bytes(swa_k, k) for k, _ in rows.swa_rows)
+    v_row = sum(ggml_row_bytes(swa_v, v) for _, v in rows.swa_rows)
+    return _Part(
+        "swa_",
+        cells,
+        streams,
+        len(rows.swa_rows),
+        s.n_seq_max,
+        cells * streams * k_row,
+        cells * streams * v_row,
+        swa_k,
+        swa_v,
+    )
+
+
+def _recurrent_part(rows: _Rows, s: _Settings, num_layers: int) -> _Part | None:
+    """llama_memory_recurrent: max(1, n_seq_max) cells, one per sequence; it prints
+    hparams.n_layer (all layers) even when only some are recurrent."""
+    if not rows.num_recurrent:
+        return None
+    mem_size = max(1, s.n_seq_max)
+    return _Part(
+        "recurrent_",
+        mem_size,
+        1,
+        num_layers,
+        s.n_seq_max,
+        mem_size * rows.r_row,
+        mem_size * rows.s_row,
+        "f32",
+        "f32",
+    )
+
+
+def _engine_log(parts: list[_Part], s: _Settings, streams: int) -> dict[str, int | float | str]:
+    """The settings, then each part's printed figures under its prefix."""
     engine_log: dict[str, int | float | str] = {
-        "fork": fork,
-        "build": "newest" if build is None else build,
-        "n_seq_max": n_seq_max,
+        "fork": s.fork,
+        "build": "newest" if s.build is None else s.build,
+        "n_seq_max": s.n_seq_max,
         "streams": streams,
-        "type_k": name_k,
-        "type_v": name_v,
+        "type_k": s.name_k,
+        "type_v": s.name_v,
     }
     for part in parts:
         p = part.prefix
@@ -401,18 +516,7 @@ def kv_cache(
         engine_log[f"{p}k_mib"] = round(mib_printed(part.k_bytes), 2)
         engine_log[f"{p}v_mib"] = round(mib_printed(part.v_bytes), 2)
         engine_log[f"{p}size_mib"] = round(mib_printed(part.k_bytes + part.v_bytes), 2)
-    main_cells = parts[0].cells * parts[0].streams if parts else 0
-    version = "newest" if build is None else f"version {build}" if ik else f"b{build}"
-    return EngineResult(
-        engine=fork,
-        engine_version=version,
-        kv_cache_bytes=sum(part.k_bytes + part.v_bytes for part in parts),
-        num_blocks=main_cells,
-        block_size=1,
-        kv_cache_tokens=main_cells,
-        engine_log=engine_log,
-        log_lines=_log_lines(parts, build=build, ik=ik, mla=has_mla, flash_attn=flash_attn),
-    )
+    return engine_log
 
 
 def _kv_values(layer: FullAttention) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.arguments import as_parallel, as_tensor_parallel_size
@@ -45,8 +46,9 @@ from kvplan.errors import UnitError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
 from kvplan.spec import ModelSpec
+from kvplan.stages import walk_stages
 from kvplan.units import DType, GiB, MiB
-from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+from kvplan.weights import model_weights, pipeline_partition
 
 #: The SGLang versions these rules were read for: the 0.4.x-0.5.x releases of 2025; the NSA
 #: (DeepSeek V3.2) indexer term from PR #11309 (Oct 2025).
@@ -393,14 +395,7 @@ def kv_cache(
     is the full layers' tokens and the log carries both counts. Not modelled: the Mamba
     state pool, fp4 caches, speculative drafts.
     """
-    for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UnitError(f"{label} {value!r} must be an integer >= 1")
-    as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
-    if as_parallel(pp, "pp") > spec.num_hidden_layers:
-        raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
-    as_parallel(dp, "dp")
-    attention_tp = max(1, tp // dp) if enable_dp_attention else tp
+    attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
     fraction = (
         mem_fraction_static_auto(
             gpu.memory_bytes,
@@ -416,124 +411,165 @@ def kv_cache(
     )
     dtype = _kv_dtype(spec, kv_cache_dtype)
     pre_load_free = gpu.memory_bytes - used_before_load_bytes
-
-    stages = pipeline_partition(len(spec.layers), pp)
     weights = model_weights(spec) if weights_bytes is None else None
-    tokens: int | None = None
-    first_layer = 0
-    stage_rest: list[int] = []
-    stage_layers: list[tuple[LayerCache, ...]] = []
-    for i, num_layers in enumerate(stages):
-        layers = spec.layers[first_layer : first_layer + num_layers]
-        first_layer += num_layers
-        if weights_bytes is not None:
-            rank_weights = weights_bytes
-        else:
-            assert weights is not None  # set whenever weights_bytes is None
-            rank_weights = stage_weight_bytes(
-                weights, len(spec.layers), num_layers, i == 0, i == pp - 1, tp
-            )
-        rest = rest_bytes(
+    # With PP each stage sizes its own pool from its own weights and layers; all take the
+    # smallest token count, and the first stage is reported.
+    stages = walk_stages(spec, pipeline_partition(len(spec.layers), pp), weights, tp)
+    rests = [
+        rest_bytes(
             pre_load_free_bytes=pre_load_free,
-            post_load_free_bytes=pre_load_free - rank_weights,
+            post_load_free_bytes=pre_load_free
+            - (stage.weights_bytes if weights_bytes is None else weights_bytes),
             mem_fraction_static=fraction,
         )
-        cell = _cell_size_of(layers, attention_tp, dtype, index_head_dim)
-        stage_tokens = _tokens(rest, cell, page_size, max_total_tokens)
-        tokens = stage_tokens if tokens is None else min(tokens, stage_tokens)
-        stage_rest.append(rest)
-        stage_layers.append(layers)
-    assert tokens is not None  # pp >= 1, so at least one stage
-
-    # Report the first stage (with PP, the pool of each stage has its own layers).
-    k_bytes, v_bytes = pool_bytes(
-        spec,
-        tokens,
-        tp=attention_tp,
-        kv_cache_dtype=kv_cache_dtype,
-        page_size=page_size,
-        index_head_dim=index_head_dim,
-        layers=stage_layers[0],
-    )
-    if tokens == 0:
-        # SGLang stops here: no pool is allocated.
-        return EngineResult(
-            engine="sglang",
-            engine_version=SGLANG_VERSION,
-            kv_cache_bytes=0,
-            num_blocks=0,
-            block_size=page_size,
-            kv_cache_tokens=0,
-            engine_log={
-                "max_total_num_tokens": 0,
-                "mem_fraction_static": fraction,
-                "rest_bytes": stage_rest[0],
-            },
-            log_lines=(
-                "Not enough memory. Please try to increase --mem-fraction-static."
-                f" Current value: self.server_args.mem_fraction_static={fraction}",
-            ),
+        for stage in stages
+    ]
+    tokens = min(
+        _tokens(
+            rest,
+            _cell_size_of(stage.layers, attention_tp, dtype, index_head_dim),
+            page_size,
+            max_total_tokens,
         )
-    is_mla = any(isinstance(layer, MLALatent) for layer in spec.layers)
+        for stage, rest in zip(stages, rests, strict=True)
+    )
     log: dict[str, int | float | str] = {
         "max_total_num_tokens": tokens,
         "mem_fraction_static": fraction,
-        "rest_bytes": stage_rest[0],
+        "rest_bytes": rests[0],
     }
-    swa_layers = sum(1 for layer in spec.layers if isinstance(layer, SlidingWindowAttention))
-    full_layers = sum(
-        1
-        for layer in spec.layers
-        if isinstance(layer, FullAttention) and not isinstance(layer, SlidingWindowAttention)
-    )
-    if swa_layers and full_layers:
-        full_tokens, swa_tokens = swa_pool_tokens(
+    if tokens == 0:
+        return _no_pool(log, fraction, page_size)
+    pool = _Pool(spec, stages[0].layers, attention_tp, kv_cache_dtype, page_size, index_head_dim)
+    if _is_hybrid_swa(spec):
+        return _swa_result(pool, tokens, log, swa_full_tokens_ratio)
+    return _pool_result(pool, tokens, log)
+
+
+def _attention_tp(
+    spec: ModelSpec, tp: int, pp: int, dp: int, page_size: int, enable_dp_attention: bool
+) -> int:
+    """The TP size attention runs at (``tp / dp`` with DP attention), the sizes checked."""
+    for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
+    if as_parallel(pp, "pp") > spec.num_hidden_layers:
+        raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
+    as_parallel(dp, "dp")
+    return max(1, tp // dp) if enable_dp_attention else tp
+
+
+@dataclass(frozen=True, slots=True)
+class _Pool:
+    """What sizes the reported pool: the first stage's layers on one attention rank."""
+
+    spec: ModelSpec
+    layers: tuple[LayerCache, ...]
+    tp: int
+    kv_cache_dtype: str | None
+    page_size: int
+    index_head_dim: int | None
+
+    def bytes(self, tokens: int) -> tuple[int, int]:
+        """``pool_bytes`` of ``tokens`` rows in every layer of the stage."""
+        return self._pool_bytes(tokens, self.layers, self.index_head_dim)
+
+    def swa_bytes(self, tokens: int, sliding: bool) -> tuple[int, int]:
+        """``pool_bytes`` of ``tokens`` rows in the stage's sliding (or its other) layers: one
+        part of a hybrid-SWA pool."""
+        layers = [x for x in self.layers if isinstance(x, SlidingWindowAttention) == sliding]
+        return self._pool_bytes(tokens, layers, None)
+
+    def _pool_bytes(
+        self, tokens: int, layers: Sequence[LayerCache], index_head_dim: int | None
+    ) -> tuple[int, int]:
+        return pool_bytes(
+            self.spec,
             tokens,
-            num_layers=len(spec.layers),
-            full_layers=full_layers,
-            swa_layers=swa_layers,
-            swa_full_tokens_ratio=swa_full_tokens_ratio,
-            page_size=page_size,
+            tp=self.tp,
+            kv_cache_dtype=self.kv_cache_dtype,
+            page_size=self.page_size,
+            index_head_dim=index_head_dim,
+            layers=layers,
         )
-        full_k, full_v = pool_bytes(
-            spec,
-            full_tokens,
-            tp=attention_tp,
-            kv_cache_dtype=kv_cache_dtype,
-            page_size=page_size,
-            layers=[lyr for lyr in stage_layers[0] if not isinstance(lyr, SlidingWindowAttention)],
-        )
-        swa_k, swa_v = pool_bytes(
-            spec,
-            swa_tokens,
-            tp=attention_tp,
-            kv_cache_dtype=kv_cache_dtype,
-            page_size=page_size,
-            layers=[lyr for lyr in stage_layers[0] if isinstance(lyr, SlidingWindowAttention)],
-        )
-        log.update(
-            {
-                "max_total_num_tokens": full_tokens,
-                "full_layer_tokens": full_tokens,
-                "swa_layer_tokens": swa_tokens,
-                "k_size_bytes": full_k + swa_k,
-                "v_size_bytes": full_v + swa_v,
-            }
-        )
-        return EngineResult(
-            engine="sglang",
-            engine_version=SGLANG_VERSION,
-            kv_cache_bytes=full_k + full_v + swa_k + swa_v,
-            num_blocks=full_tokens // page_size,
-            block_size=page_size,
-            kv_cache_tokens=full_tokens,
-            engine_log=log,
-            log_lines=(
-                "Use sliding window memory pool. full_layer_tokens="
-                f"{full_tokens}, swa_layer_tokens={swa_tokens}",
-            ),
-        )
-    if is_mla:
+
+
+def _no_pool(log: dict[str, int | float | str], fraction: float, page_size: int) -> EngineResult:
+    """No memory left for a pool: SGLang stops here and allocates nothing."""
+    return EngineResult(
+        engine="sglang",
+        engine_version=SGLANG_VERSION,
+        kv_cache_bytes=0,
+        num_blocks=0,
+        block_size=page_size,
+        kv_cache_tokens=0,
+        engine_log=log,
+        log_lines=(
+            "Not enough memory. Please try to increase --mem-fraction-static."
+            f" Current value: self.server_args.mem_fraction_static={fraction}",
+        ),
+    )
+
+
+def _is_hybrid_swa(spec: ModelSpec) -> bool:
+    """Both sliding-window and full attention layers: SGLang splits the pool between them."""
+    swa = any(isinstance(layer, SlidingWindowAttention) for layer in spec.layers)
+    full = any(
+        isinstance(layer, FullAttention) and not isinstance(layer, SlidingWindowAttention)
+        for layer in spec.layers
+    )
+    return swa and full
+
+
+def _swa_result(
+    pool: _Pool, tokens: int, log: dict[str, int | float | str], swa_full_tokens_ratio: float
+) -> EngineResult:
+    """A hybrid-SWA pool: the full layers' tokens and the sliding layers' tokens apart."""
+    layers = pool.spec.layers
+    full_tokens, swa_tokens = swa_pool_tokens(
+        tokens,
+        num_layers=len(layers),
+        full_layers=sum(
+            1
+            for layer in layers
+            if isinstance(layer, FullAttention) and not isinstance(layer, SlidingWindowAttention)
+        ),
+        swa_layers=sum(1 for layer in layers if isinstance(layer, SlidingWindowAttention)),
+        swa_full_tokens_ratio=swa_full_tokens_ratio,
+        page_size=pool.page_size,
+    )
+    full_k, full_v = pool.swa_bytes(full_tokens, sliding=False)
+    swa_k, swa_v = pool.swa_bytes(swa_tokens, sliding=True)
+    log.update(
+        {
+            "max_total_num_tokens": full_tokens,
+            "full_layer_tokens": full_tokens,
+            "swa_layer_tokens": swa_tokens,
+            "k_size_bytes": full_k + swa_k,
+            "v_size_bytes": full_v + swa_v,
+        }
+    )
+    return EngineResult(
+        engine="sglang",
+        engine_version=SGLANG_VERSION,
+        kv_cache_bytes=full_k + full_v + swa_k + swa_v,
+        num_blocks=full_tokens // pool.page_size,
+        block_size=pool.page_size,
+        kv_cache_tokens=full_tokens,
+        engine_log=log,
+        log_lines=(
+            "Use sliding window memory pool. full_layer_tokens="
+            f"{full_tokens}, swa_layer_tokens={swa_tokens}",
+        ),
+    )
+
+
+def _pool_result(pool: _Pool, tokens: int, log: dict[str, int | float | str]) -> EngineResult:
+    """One pool of ``tokens`` rows per layer, with the line SGLang prints: K and V sizes, or
+    one KV size for MLA."""
+    k_bytes, v_bytes = pool.bytes(tokens)
+    if any(isinstance(layer, MLALatent) for layer in pool.spec.layers):
         log["kv_size_gb"] = float(f"{k_bytes / GiB:.2f}")
         log["kv_size_bytes"] = k_bytes
         line = format_log_line(tokens, k_bytes)
@@ -547,8 +583,8 @@ def kv_cache(
         engine="sglang",
         engine_version=SGLANG_VERSION,
         kv_cache_bytes=k_bytes + v_bytes,
-        num_blocks=tokens // page_size,
-        block_size=page_size,
+        num_blocks=tokens // pool.page_size,
+        block_size=pool.page_size,
         kv_cache_tokens=tokens,
         engine_log=log,
         log_lines=(line,),

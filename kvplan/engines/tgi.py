@@ -27,9 +27,10 @@ import math
 from fractions import Fraction
 from typing import Literal
 
+from kvplan.arguments import as_bytes, as_fraction, as_gpu, as_int, as_parallel, as_spec
 from kvplan.dtypes import cache_dtypes
-from kvplan.engines.base import EngineResult, UnknownEngineError
-from kvplan.errors import UnitError
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, MLALatent, NoCache, RecurrentState
 from kvplan.spec import ModelSpec
@@ -46,10 +47,6 @@ VERSIONS = ("2", "3")
 DEFAULT_VERSION = "3"
 #: ``TGI_WIGGLE_ROOM`` default.
 WIGGLE_ROOM = Fraction(9, 10)
-
-
-def _fraction(value: float | Fraction) -> Fraction:
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
 def free_memory(free_bytes: int, total_bytes: int, memory_fraction: Fraction) -> Fraction:
@@ -87,44 +84,46 @@ def block_bytes(spec: ModelSpec, *, block_size: int, dtype: DType, tp: int = 1) 
 
 
 def kv_cache(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
-    free_bytes_after_warmup: int,
-    cuda_memory_fraction: float = 1.0,
+    free_bytes_after_warmup: int | str,
+    cuda_memory_fraction: float | Fraction | str = 1.0,
     attention: Attention = "paged",
     warmup_blocks: int = 0,
     kv_cache_dtype: str | None = None,
     tp: int = 1,
     version: str | None = None,
-    wiggle_room: float | None = None,
+    wiggle_room: float | Fraction | str | None = None,
 ) -> EngineResult:
     """The KV blocks TGI allocates on one GPU after its warm-up, and ``max_batch_total_tokens``.
 
     ``free_bytes_after_warmup``: what ``torch.cuda.mem_get_info()`` reports free after the
     warm-up prefill (weights, activations and the warm-up batch's ``warmup_blocks`` blocks
     taken). ``cuda_memory_fraction``: ``--cuda-memory-fraction``. ``wiggle_room``:
-    ``TGI_WIGGLE_ROOM`` (0.90 unless set).
+    ``TGI_WIGGLE_ROOM`` (0.90 unless set). ``spec`` and ``gpu`` may be names, the free bytes
+    a size string (``"60GiB"``). Raises UnknownEngineError for a version not in ``VERSIONS``,
+    UnitError for a bad setting or a model TGI cannot page.
     """
+    model, device = as_spec(spec), as_gpu(gpu)
     version = version or DEFAULT_VERSION
     if version not in VERSIONS:
         raise UnknownEngineError(f"TGI {version} is not modelled; modelled: {', '.join(VERSIONS)}")
-    if attention not in BLOCK_SIZES:
+    if not isinstance(attention, str) or attention not in BLOCK_SIZES:
         raise UnitError(f"attention {attention!r}: choose one of {', '.join(BLOCK_SIZES)}")
-    if tp < 1 or warmup_blocks < 0 or free_bytes_after_warmup < 0:
-        raise UnitError("tp must be >= 1; warmup_blocks and free memory must not be negative")
-    fraction = _fraction(cuda_memory_fraction)
-    if not 0 < fraction <= 1:
-        raise UnitError(f"cuda_memory_fraction {cuda_memory_fraction} must be in (0, 1]")
-    wiggle = WIGGLE_ROOM if wiggle_room is None else _fraction(wiggle_room)
+    tp = as_parallel(tp, "tp")
+    warmup_blocks = as_int(warmup_blocks, "warmup_blocks")
+    free_bytes = as_bytes(free_bytes_after_warmup, "free_bytes_after_warmup")
+    fraction = as_fraction(cuda_memory_fraction, "cuda_memory_fraction")
+    wiggle = WIGGLE_ROOM if wiggle_room is None else as_fraction(wiggle_room, "wiggle_room")
     size = BLOCK_SIZES[attention]
-    dtype = cache_dtypes(spec, "tgi", kv_cache_dtype=kv_cache_dtype).k
-    per_block = block_bytes(spec, block_size=size, dtype=dtype, tp=tp)
-    total = gpu.memory_bytes
+    dtype = cache_dtypes(model, "tgi", kv_cache_dtype=kv_cache_dtype).k
+    per_block = block_bytes(model, block_size=size, dtype=dtype, tp=tp)
+    total = device.memory_bytes
     if version == "3":
-        kv_memory = free_memory(free_bytes_after_warmup, total, fraction * wiggle)
+        kv_memory = free_memory(free_bytes, total, fraction * wiggle)
     else:
-        kv_memory = free_memory(free_bytes_after_warmup, total, fraction) * wiggle
+        kv_memory = free_memory(free_bytes, total, fraction) * wiggle
     num_blocks = math.floor(kv_memory / per_block) + warmup_blocks
     tokens = num_blocks * size
     return EngineResult(

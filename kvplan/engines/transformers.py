@@ -35,9 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kvplan.arguments import as_int, as_spec, as_tokens
 from kvplan.dtypes import served_dtype
-from kvplan.engines.base import EngineResult, UnknownEngineError
-from kvplan.errors import UnitError
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.layers import (
     ChunkedLocalAttention,
     FullAttention,
@@ -178,12 +179,12 @@ def _attention(layer: FullAttention, kind: str, kept: int, batch: int, dtype: DT
 
 
 def kv_cache(
-    spec: ModelSpec,
+    spec: ModelSpec | str,
     *,
-    context_tokens: int,
+    context_tokens: int | str,
     batch_size: int = 1,
     cache: CacheKind = "dynamic",
-    max_cache_len: int | None = None,
+    max_cache_len: int | str | None = None,
     dtype: str | None = None,
     version: str | None = None,
 ) -> EngineResult:
@@ -193,73 +194,69 @@ def kv_cache(
     whatever has been written. ``dtype`` is the cache (and activation) dtype: the model's
     unless given. ``engine_log`` carries the bytes per layer kind (``full_attention_bytes``,
     ``sliding_attention_bytes``, ``mla_decompressed_bytes``, ``recurrent_state_bytes``...),
-    the K and V totals and ``tensors``, the count of K and V tensors.
+    the K and V totals and ``tensors``, the count of K and V tensors. Raises
+    UnknownEngineError for a version not in ``VERSIONS``, UnitError for a bad count, cache
+    kind or dtype.
     """
+    model = as_spec(spec)
     version = version or DEFAULT_VERSION
     if version not in VERSIONS:
         raise UnknownEngineError(
             f"transformers {version} is not modelled; modelled: {', '.join(VERSIONS)}"
         )
-    if context_tokens < 0:
-        raise UnitError(f"context_tokens {context_tokens} must not be negative")
-    if batch_size < 1:
-        raise UnitError(f"batch_size {batch_size} must be >= 1")
+    tokens = as_tokens(context_tokens, "context_tokens")
+    batch = as_int(batch_size, "batch_size", minimum=1)
     if cache not in ("dynamic", "static"):
         raise UnitError(f"cache {cache!r}: choose dynamic or static")
-    cache_len = context_tokens if max_cache_len is None else max_cache_len
-    if cache == "static" and cache_len < context_tokens:
-        raise UnitError(
-            f"max_cache_len {cache_len} is shorter than the {context_tokens} tokens to cache"
-        )
-    cache_dtype, why = _cache_dtype(spec, dtype, version)
+    cache_len = tokens if max_cache_len is None else as_tokens(max_cache_len, "max_cache_len")
+    if cache == "static" and cache_len < tokens:
+        raise UnitError(f"max_cache_len {cache_len} is shorter than the {tokens} tokens to cache")
+    cache_dtype, why = _cache_dtype(model, dtype, version)
     # transformers caches what the model computes: the run dtype is the cache dtype.
-    model_dtype = cache_dtype
-
-    by_kind: dict[str, int] = {}
-    k_total = v_total = state_total = tensors = 0
-    for layer in spec.layers:
-        part = _layer_bytes(
+    parts = [
+        _layer_bytes(
             layer,
-            spec,
-            tokens=context_tokens,
-            batch=batch_size,
+            model,
+            tokens=tokens,
+            batch=batch,
             cache=cache,
             max_cache_len=cache_len,
             dtype=cache_dtype,
-            model_dtype=model_dtype,
+            model_dtype=cache_dtype,
             version=version,
         )
-        layer_total = part.k_bytes + part.v_bytes + part.state_bytes
-        by_kind[part.kind] = by_kind.get(part.kind, 0) + layer_total
-        k_total += part.k_bytes
-        v_total += part.v_bytes
-        state_total += part.state_bytes
-        tensors += part.tensors
-
-    log: dict[str, int | float | str] = {
-        f"{kind}_bytes": num_bytes for kind, num_bytes in by_kind.items() if kind != "no_cache"
-    }
-    log.update(
-        {
-            "k_bytes": k_total,
-            "v_bytes": v_total,
-            "state_bytes": state_total,
-            "tensors": tensors,
-            "cache": cache,
-            "dtype": cache_dtype.name,
-            "dtype_reason": why,
-        }
-    )
+        for layer in model.layers
+    ]
+    log = _engine_log(parts)
+    log.update({"cache": cache, "dtype": cache_dtype.name, "dtype_reason": why})
+    k_total, v_total, state_total = (int(log[f"{k}_bytes"]) for k in ("k", "v", "state"))
     total = k_total + v_total + state_total
     label = "DynamicCache" if cache == "dynamic" else f"StaticCache(max_cache_len={cache_len})"
     return EngineResult(
         engine="transformers",
         engine_version=version,
         kv_cache_bytes=total,
-        kv_cache_tokens=context_tokens if cache == "dynamic" else cache_len,
+        kv_cache_tokens=tokens if cache == "dynamic" else cache_len,
         engine_log=log,
         log_lines=(
-            f"{label}: {tensors} K/V tensors, {total:,} B"
+            f"{label}: {log['tensors']} K/V tensors, {total:,} B"
             f" (K {k_total:,} B, V {v_total:,} B, state {state_total:,} B)",
         ),
     )
+
+
+def _engine_log(parts: list[_LayerBytes]) -> dict[str, int | float | str]:
+    """Bytes per layer kind (no-cache layers left out), then the K, V and state totals and
+    the count of K and V tensors."""
+    by_kind: dict[str, int] = {}
+    for part in parts:
+        by_kind[part.kind] = by_kind.get(part.kind, 0) + part.k_bytes + part.v_bytes
+        by_kind[part.kind] += part.state_bytes
+    log: dict[str, int | float | str] = {
+        f"{kind}_bytes": num_bytes for kind, num_bytes in by_kind.items() if kind != "no_cache"
+    }
+    log["k_bytes"] = sum(part.k_bytes for part in parts)
+    log["v_bytes"] = sum(part.v_bytes for part in parts)
+    log["state_bytes"] = sum(part.state_bytes for part in parts)
+    log["tensors"] = sum(part.tensors for part in parts)
+    return log

@@ -46,8 +46,9 @@ from kvplan.errors import UnitError
 from kvplan.hardware import GPU
 from kvplan.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
 from kvplan.spec import ModelSpec
+from kvplan.stages import walk_stages
 from kvplan.units import DType, GiB
-from kvplan.weights import model_weights, stage_weight_bytes
+from kvplan.weights import model_weights
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -156,15 +157,7 @@ def kv_cache(
     sizes from its own layers and all take the smallest token count; the first rank is
     reported.
     """
-    version = version or DEFAULT_VERSION
-    if version not in VERSIONS:
-        raise UnknownEngineError(
-            f"TensorRT-LLM {version} is not modelled; modelled: {', '.join(VERSIONS)}"
-        )
-    for label, value in (("tp", tp), ("pp", pp), ("tokens_per_block", tokens_per_block)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UnitError(f"{label} {value!r} must be an integer >= 1")
-    as_tensor_parallel_size(spec, tp)
+    version = _check(spec, version, tp, pp, tokens_per_block)
     fraction = _fraction(free_gpu_memory_fraction)
     if not 0 < fraction < 1:
         raise UnitError(f"free_gpu_memory_fraction {free_gpu_memory_fraction} must be in (0, 1)")
@@ -175,46 +168,59 @@ def kv_cache(
             "TensorRT-LLM profile: several attention windows (VSWA) split the pool by window"
             " in the C++ manager; not modelled"
         )
-
+    # Every rank sizes from its own layers (split by TensorRT-LLM's rule, not vLLM's); all
+    # take the smallest token count, and the first rank is reported.
     counts = pp_layer_counts(len(spec.layers), pp)
     weights = model_weights(spec) if weights_bytes is None and peak_bytes is None else None
-    first = 0
-    stage_tokens: list[int] = []
-    stage_available: list[int] = []
-    stage_layers: list[tuple[LayerCache, ...]] = []
-    for rank, count in enumerate(counts):
-        layers = spec.layers[first : first + count]
-        first += count
+    stages = walk_stages(spec, counts, weights, tp)
+    available = []
+    for stage in stages:
         if peak_bytes is not None:
             peak = peak_bytes
         else:
-            if weights_bytes is not None:
-                rank_weights = weights_bytes
-            else:
-                assert weights is not None  # set whenever neither figure is given
-                rank_weights = stage_weight_bytes(
-                    weights, len(spec.layers), count, rank == 0, rank == pp - 1, tp
-                )
+            rank_weights = stage.weights_bytes if weights_bytes is None else weights_bytes
             peak = rank_weights + temporary_kv_bytes
-        per_token = estimated_bytes_per_token(layers, tp=tp, dtype=dtype)
+        per_token = estimated_bytes_per_token(stage.layers, tp=tp, dtype=dtype)
         free = (gpu.memory_bytes - peak + temporary_kv_bytes) * fraction
-        available = max(0, math.floor(free))
+        rank_available = max(0, math.floor(free))
         if max_tokens is not None:
-            available = min(available, max_tokens * per_token)
+            rank_available = min(rank_available, max_tokens * per_token)
         if max_gpu_total_bytes is not None and max_gpu_total_bytes > 0:
-            available = min(available, max_gpu_total_bytes)
-        stage_tokens.append(available // per_token)
-        stage_available.append(available)
-        stage_layers.append(layers)
-
-    tokens = min(stage_tokens)
+            rank_available = min(rank_available, max_gpu_total_bytes)
+        available.append((rank_available, rank_available // per_token))
+    tokens = min(rank_tokens for _, rank_tokens in available)
     num_blocks = tokens // tokens_per_block
     pool_tokens = num_blocks * tokens_per_block
-    pool_bytes = pool_tokens * pool_bytes_per_token(stage_layers[0], tp=tp, dtype=dtype)
     seq_len = max_seq_len or spec.max_position_embeddings or pool_tokens
     window = min(windows[0], seq_len) if windows else seq_len
-    window = min(window, pool_tokens)
-    per_token0 = estimated_bytes_per_token(stage_layers[0], tp=tp, dtype=dtype)
+    return _result(
+        version,
+        stages[0].layers,
+        tp=tp,
+        dtype=dtype,
+        available_bytes=available[0][0],
+        tokens=tokens,
+        tokens_per_block=tokens_per_block,
+        window=min(window, pool_tokens),
+    )
+
+
+def _result(
+    version: str,
+    layers: Sequence[LayerCache],
+    *,
+    tp: int,
+    dtype: DType,
+    available_bytes: int,
+    tokens: int,
+    tokens_per_block: int,
+    window: int,
+) -> EngineResult:
+    """The pool of the reported rank (holding ``layers``) at the ranks' smallest ``tokens``,
+    with the lines TensorRT-LLM prints."""
+    num_blocks = tokens // tokens_per_block
+    pool_tokens = num_blocks * tokens_per_block
+    pool_bytes = pool_tokens * pool_bytes_per_token(layers, tp=tp, dtype=dtype)
     return EngineResult(
         engine="trtllm",
         engine_version=version,
@@ -223,8 +229,8 @@ def kv_cache(
         block_size=tokens_per_block,
         kv_cache_tokens=pool_tokens,
         engine_log={
-            "available_kv_mem_bytes": stage_available[0],
-            "kv_size_per_token": per_token0,
+            "available_kv_mem_bytes": available_bytes,
+            "kv_size_per_token": estimated_bytes_per_token(layers, tp=tp, dtype=dtype),
             "max_tokens": tokens,
             "blocks_in_primary_pool": num_blocks,
             "tokens_per_block": tokens_per_block,
@@ -238,3 +244,17 @@ def kv_cache(
             f" KV cache ({pool_tokens}).",
         ),
     )
+
+
+def _check(spec: ModelSpec, version: str | None, tp: int, pp: int, tokens_per_block: int) -> str:
+    """The version asked (default: the latest modelled), the sizes checked."""
+    version = version or DEFAULT_VERSION
+    if version not in VERSIONS:
+        raise UnknownEngineError(
+            f"TensorRT-LLM {version} is not modelled; modelled: {', '.join(VERSIONS)}"
+        )
+    for label, value in (("tp", tp), ("pp", pp), ("tokens_per_block", tokens_per_block)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    as_tensor_parallel_size(spec, tp)
+    return version

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.arguments import as_parallel, as_tensor_parallel_size
+from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
@@ -46,10 +46,10 @@ from kvplan.layers import (
     RecurrentState,
     SlidingWindowAttention,
 )
-from kvplan.planner import parse_utilization
 from kvplan.spec import ModelSpec
+from kvplan.stages import walk_stages
 from kvplan.units import DType, GiB, MiB, cdiv, resolve_dtype
-from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+from kvplan.weights import model_weights, pipeline_partition
 
 #: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
 #: kept as full attention, ``GPU KV cache size = num_blocks x block_size`` and concurrency
@@ -340,28 +340,24 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
         * cfg.gpu_memory_utilization.numerator
         // cfg.gpu_memory_utilization.denominator
     )
-    parts = pipeline_partition(spec.num_hidden_layers, pp)
+    counts = pipeline_partition(spec.num_hidden_layers, pp)
     stages = []
-    first = 0
-    for index, count in enumerate(parts):
-        last = first + count - 1
-        is_last = index == len(parts) - 1
-        stage_weights = stage_weight_bytes(
-            weights, spec.num_hidden_layers, count, index == 0, is_last, tp
+    for stage in walk_stages(spec, counts, weights, tp):
+        overhead = estimate_overhead(
+            spec, cfg, samples=stage.is_last, weights_bytes=stage.weights_bytes
         )
-        overhead = estimate_overhead(spec, cfg, samples=is_last, weights_bytes=stage_weights)
         if cfg.kv_cache_memory_bytes is not None:
             available = cfg.kv_cache_memory_bytes
         else:
             used = overhead.weights_bytes + overhead.activation_bytes + overhead.non_torch_bytes
             available = max(0, usable - used)
+        first, last = stage.first_layer, stage.last_layer
         stage_group_size = _stage_group_size(layer_specs, groups, group_size, first, last)
         stages.append(
             StageResult(
-                index, first, last, overhead, available, available // page // stage_group_size
+                stage.index, first, last, overhead, available, available // page // stage_group_size
             )
         )
-        first = last + 1
     num_blocks = min(s.num_blocks for s in stages)
     return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
 
@@ -464,7 +460,7 @@ def config(
     """A ``VllmConfig`` from vLLM's own flag names (``tensor_parallel_size``, ``block_size``...)."""
     return VllmConfig(
         max_model_len=max_model_len,
-        gpu_memory_utilization=parse_utilization(gpu_memory_utilization),
+        gpu_memory_utilization=as_fraction(gpu_memory_utilization, "gpu_memory_utilization"),
         **kwargs,  # type: ignore[arg-type]
     )
 

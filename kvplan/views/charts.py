@@ -1,4 +1,5 @@
-"""Line charts of results (memory against context length, say): as plain text, or as files.
+"""``kvplan chart``: line charts of results (memory against context length, say), as plain
+text or as files, and the two charts the command draws from ``kvplan.speed``.
 
 ``render_text`` needs nothing beyond the standard library and writes plain characters, no
 ANSI codes, so its output reads the same in a CI log, a pipe and a rich console.
@@ -13,12 +14,17 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kvplan.errors import SpecError, UnavailableError, UnitError
 from kvplan.files import refuse_existing, write_atomic
+
+if TYPE_CHECKING:
+    from kvplan.hardware import GPU
+    from kvplan.speed import MemoryCurve, ThroughputCurve
 
 PLOT_HINT = (
     "charts as files need matplotlib, which kvplan does not install by default:"
@@ -243,6 +249,28 @@ def _round(v: float) -> int:
     return math.floor(v + 0.5)
 
 
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    """Where a value lands on a ``width`` x ``height`` plot: its column and its row."""
+
+    log_x: bool
+    width: int
+    height: int
+    x_lo: float  # the axis ends, log2 on a log axis
+    x_hi: float
+    y_bot: float
+    y_top: float
+
+    def tx(self, x: float) -> float:
+        return math.log2(x) if self.log_x else x
+
+    def col_of(self, x: float) -> float:
+        return (self.tx(x) - self.x_lo) / (self.x_hi - self.x_lo) * (self.width - 1)
+
+    def row_of(self, y: float) -> int:
+        return _round((self.y_top - y) / (self.y_top - self.y_bot) * (self.height - 1))
+
+
 def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
     """The chart as plain text: ``width`` x ``height`` characters of plot, with axes and legend.
 
@@ -255,78 +283,88 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
 
     x_min, x_max, x_ticks = _x_axis(chart, max(3, width // 9))
     y_ticks = _y_ticks(chart)
-    y_bot, y_top = y_ticks[0], y_ticks[-1]
-
-    def tx(x: float) -> float:
-        return math.log2(x) if chart.log_x else x
-
-    x_lo, x_hi = tx(x_min), tx(x_max)
-
-    def col_of(x: float) -> float:
-        return (tx(x) - x_lo) / (x_hi - x_lo) * (width - 1)
-
-    def row_of(y: float) -> int:
-        return _round((y_top - y) / (y_top - y_bot) * (height - 1))
-
+    log2 = math.log2 if chart.log_x else float
+    frame = _Frame(
+        chart.log_x, width, height, log2(x_min), log2(x_max), y_ticks[0], y_ticks[-1]
+    )
     grid = [[" "] * width for _ in range(height)]
-    for number, line in enumerate(chart.hlines):
-        cells = grid[row_of(line.y)]
-        index = chart.series_index(line.series)
-        cells[:] = ["-" if cell == " " else cell for cell in cells]
-        if index is not None:
-            # two lines on one row interleave their markers: "*o--*o--"
-            for col in range(number % _DASH_PERIOD, width, _DASH_PERIOD):
-                cells[col] = MARKERS[index % len(MARKERS)]
-
+    _draw_hlines(grid, chart, frame)
     for index, series in enumerate(chart.series):
-        marker = MARKERS[index % len(MARKERS)]
-        points = [(col_of(x), y) for x, y in zip(series.xs, series.ys, strict=True)]
-        for c, y in points[:1]:
-            grid[row_of(y)][_round(c)] = marker
-        for (c0, y0), (c1, y1) in itertools.pairwise(points):
-            first, last = _round(c0), _round(c1)
-            prev_row = row_of(y0)
-            for c in range(first, last + 1):
-                if last == first:
-                    y = y1
-                else:  # interpolate at the cell's own column, clamped inside the segment
-                    t = min(max((c - c0) / (c1 - c0), 0.0), 1.0) if c1 > c0 else 1.0
-                    y = y0 + (y1 - y0) * t
-                row = row_of(y)
-                # a steep rise fills the cells between the last row and this one
-                step = 1 if row >= prev_row else -1
-                for r in range(prev_row + step if row != prev_row else row, row + step, step):
-                    grid[r][c] = marker
-                prev_row = row
-
+        _draw_series(grid, series, MARKERS[index % len(MARKERS)], frame)
     for series in chart.series:
         if series.end_label and series.xs:
-            _annotate(grid, _round(col_of(series.xs[-1])), row_of(series.ys[-1]), series.end_label)
+            col, row = _round(frame.col_of(series.xs[-1])), frame.row_of(series.ys[-1])
+            _annotate(grid, col, row, series.end_label)
 
-    labels = {row_of(v): _compact(v) for v in y_ticks}
+    labels = {frame.row_of(v): _compact(v) for v in y_ticks}
     pad = max(len(text) for text in labels.values())
     lines = [chart.title]
     if chart.y_label:
         lines.append(chart.y_label)
     for r, cells in enumerate(grid):
         lines.append(f"{labels.get(r, ''):>{pad}} |{''.join(cells)}")
+    lines.extend(_x_axis_lines(chart, frame, x_ticks, pad))
+    lines.extend(_legend(chart))
+    if chart.notes:
+        lines.append("")
+        lines.extend(chart.notes)
+    return "\n".join(line.rstrip() for line in lines)
 
+
+def _draw_hlines(grid: list[list[str]], chart: Chart, frame: _Frame) -> None:
+    for number, line in enumerate(chart.hlines):
+        cells = grid[frame.row_of(line.y)]
+        index = chart.series_index(line.series)
+        cells[:] = ["-" if cell == " " else cell for cell in cells]
+        if index is not None:
+            # two lines on one row interleave their markers: "*o--*o--"
+            for col in range(number % _DASH_PERIOD, frame.width, _DASH_PERIOD):
+                cells[col] = MARKERS[index % len(MARKERS)]
+
+
+def _draw_series(grid: list[list[str]], series: Series, marker: str, frame: _Frame) -> None:
+    row_of = frame.row_of
+    points = [(frame.col_of(x), y) for x, y in zip(series.xs, series.ys, strict=True)]
+    for c, y in points[:1]:
+        grid[row_of(y)][_round(c)] = marker
+    for (c0, y0), (c1, y1) in itertools.pairwise(points):
+        first, last = _round(c0), _round(c1)
+        prev_row = row_of(y0)
+        for c in range(first, last + 1):
+            if last == first:
+                y = y1
+            else:  # interpolate at the cell's own column, clamped inside the segment
+                t = min(max((c - c0) / (c1 - c0), 0.0), 1.0) if c1 > c0 else 1.0
+                y = y0 + (y1 - y0) * t
+            row = row_of(y)
+            # a steep rise fills the cells between the last row and this one
+            step = 1 if row >= prev_row else -1
+            for r in range(prev_row + step if row != prev_row else row, row + step, step):
+                grid[r][c] = marker
+            prev_row = row
+
+
+def _x_axis_lines(chart: Chart, frame: _Frame, x_ticks: list[float], pad: int) -> list[str]:
+    width = frame.width
     axis = ["-"] * width
     tick_text = [" "] * width
     free_from = 0  # first column a next label may use: one blank between labels
     for x in x_ticks:
-        c = _round(col_of(x))
+        c = _round(frame.col_of(x))
         axis[c] = "+"
         text = _x_label(chart, x)
         start = min(max(c - len(text) // 2, 0), width - len(text))
         if start >= free_from:
             tick_text[start : start + len(text)] = list(text)
             free_from = start + len(text) + 1
-    lines.append(f"{'':>{pad}} +{''.join(axis)}")
-    lines.append(f"{'':>{pad}}  {''.join(tick_text)}")
+    lines = [f"{'':>{pad}} +{''.join(axis)}", f"{'':>{pad}}  {''.join(tick_text)}"]
     if chart.x_label:
         lines.append(f"{'':>{pad}}  {chart.x_label:^{width}}")
+    return lines
 
+
+def _legend(chart: Chart) -> list[str]:
+    """A blank line and one line per series and reference line; nothing without either."""
     legend = [
         f"  {MARKERS[i % len(MARKERS)]} {chart.series_legend(s)}"
         for i, s in enumerate(chart.series)
@@ -335,13 +373,7 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
         index = chart.series_index(h.series)
         sample = "-" if index is None else f"-{MARKERS[index % len(MARKERS)]}-"
         legend.append(f"  {sample} {chart.line_legend(h)}")
-    if legend:
-        lines.append("")
-        lines.extend(legend)
-    if chart.notes:
-        lines.append("")
-        lines.extend(chart.notes)
-    return "\n".join(line.rstrip() for line in lines)
+    return ["", *legend] if legend else []
 
 
 def _annotate(grid: list[list[str]], col: int, row: int, text: str) -> None:
@@ -389,31 +421,20 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
         import matplotlib.ticker  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise PlotUnavailableError(PLOT_HINT) from None
-    ticker = matplotlib.ticker
-
     fig = matplotlib.figure.Figure(figsize=_FIG_SIZE_IN, dpi=_DPI, layout="constrained")
-    ax = fig.add_subplot()
-    for i, series in enumerate(chart.series):
-        color = COLORS[i % len(COLORS)]
-        ax.plot(
-            series.xs,
-            series.ys,
-            marker=FILE_MARKERS[i % len(FILE_MARKERS)],
-            markersize=4,
-            color=color,
-            label=chart.series_legend(series),
-        )
-        if series.end_label and series.xs:
-            # where the line stops on purpose: a bar across its last point, and the reason
-            ax.plot(series.xs[-1:], series.ys[-1:], marker="|", markersize=14, color=color)
-            ax.annotate(
-                series.end_label,
-                (series.xs[-1], series.ys[-1]),
-                xytext=(6, -3),
-                textcoords="offset points",
-                fontsize=8,
-                color=color,
-            )
+    _draw_axes(fig.add_subplot(), chart, matplotlib.ticker)
+
+    def draw(out: BinaryIO) -> None:
+        # an SVG without a date and with fixed ids: the same chart writes the same file
+        with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
+            fig.savefig(out, format=suffix[1:], metadata={"Date": None} if svg else None)
+
+    write_atomic(target, draw, force=True)  # refused above when it may not be replaced
+
+
+def _draw_axes(ax: Any, chart: Chart, ticker: Any) -> None:
+    """Draw ``chart`` on matplotlib axes: lines, stop marks, reference lines, ticks, notes."""
+    _plot_series(ax, chart)
     # dashes of 3 pt, with gaps that let every line show between the others: lines at one
     # height (two pools of a similar size) interleave their colours instead of hiding
     gap = 3.0 * max(len(chart.hlines) - 1, 1)
@@ -455,9 +476,112 @@ def save_chart(chart: Chart, path: str | Path, *, force: bool = False) -> None:
             annotation_clip=False,
         )
 
-    def draw(out: BinaryIO) -> None:
-        # an SVG without a date and with fixed ids: the same chart writes the same file
-        with matplotlib.rc_context({"svg.hashsalt": "kvplan"}):
-            fig.savefig(out, format=suffix[1:], metadata={"Date": None} if svg else None)
 
-    write_atomic(target, draw, force=True)  # refused above when it may not be replaced
+
+def _plot_series(ax: Any, chart: Chart) -> None:
+    """Each series in its colour and marker, with a bar and its reason where it stops."""
+    for i, series in enumerate(chart.series):
+        color = COLORS[i % len(COLORS)]
+        ax.plot(
+            series.xs,
+            series.ys,
+            marker=FILE_MARKERS[i % len(FILE_MARKERS)],
+            markersize=4,
+            color=color,
+            label=chart.series_legend(series),
+        )
+        if series.end_label and series.xs:
+            # where the line stops on purpose: a bar across its last point, and the reason
+            ax.plot(series.xs[-1:], series.ys[-1:], marker="|", markersize=14, color=color)
+            ax.annotate(
+                series.end_label,
+                (series.xs[-1], series.ys[-1]),
+                xytext=(6, -3),
+                textcoords="offset points",
+                fontsize=8,
+                color=color,
+            )
+
+
+# -- the charts of ``kvplan chart`` ------------------------------------------------------------
+
+_GIB = 2**30
+
+
+def _label(curve: MemoryCurve | ThroughputCurve) -> str:
+    """A curve's label: ``gemma-2-9b, KV bfloat16``."""
+    return f"{curve.model}, KV {curve.kv_dtype}"
+
+
+def _dtype_notes(curves: Sequence[MemoryCurve | ThroughputCurve]) -> list[str]:
+    """Why each cache dtype: one line when every curve shares the dtype and the reason."""
+    reasons = {(c.kv_dtype, c.dtype_reason) for c in curves}
+    if len(reasons) == 1:
+        ((kv, why),) = reasons
+        return [f"KV cache {kv} for every curve: {why}"]
+    return ["why each cache dtype:", *(f"  {_label(c)}: {c.dtype_reason}" for c in curves)]
+
+
+def memory_chart(
+    curves: Sequence[MemoryCurve], gpu: GPU, tensor_parallel_size: int, num_dtypes: int
+) -> Chart:
+    """KV of one sequence against context (GiB), each model's KV pool a line in its marker;
+    with ``num_dtypes`` > 1 a pool is named by its curve, else by its model."""
+    series, lines = [], []
+    for c in curves:
+        label = _label(c)
+        ys = tuple(y / _GIB for y in c.kv_cache_bytes)
+        series.append(Series(label, tuple(map(float, c.context_tokens)), ys))
+        if c.pool_bytes is not None:
+            pool_of = c.model if num_dtypes == 1 else label
+            lines.append(HLine(f"KV pool: {pool_of}", c.pool_bytes / _GIB, series=label))
+    return Chart(
+        title=f"KV cache of one sequence against context on {gpu.display_name}"
+        f" x{tensor_parallel_size} (GiB)",
+        x_label="context tokens",
+        y_label="GiB",
+        series=tuple(series),
+        hlines=tuple(lines),
+        log_x=True,
+        y_unit="GiB",
+        notes=tuple(_dtype_notes(curves)),
+    )
+
+
+def throughput_chart(
+    curves: Sequence[ThroughputCurve],
+    gpu: GPU,
+    tensor_parallel_size: int,
+    context_tokens: int,
+    engine: str,
+) -> Chart:
+    """Decode tokens/s against concurrency, each curve stopping at the most that fit."""
+    from kvplan.units import format_count
+
+    who = "vLLM's block pool" if engine == "vllm" else "kvplan's planner"
+    series, stops = [], []
+    for c in curves:
+        label = _label(c)
+        if not c.max_concurrency:
+            end = f"none fits at {context_tokens:,} tokens"
+            series.append(Series(label, (), (), end_label=end))
+            stops.append(f"  {label}: not one sequence of {context_tokens:,} tokens fits")
+            continue
+        xs = tuple(float(b) for b in c.batch_sizes)
+        ys = tuple(float(t) for t in c.tokens_per_second)
+        series.append(Series(label, xs, ys, end_label=f"fits up to {c.max_concurrency:,}"))
+        most = format_count(c.max_concurrency, "sequence")
+        stops.append(f"  {label}: stops at {most}, the most that fit")
+    return Chart(
+        title=f"decode tokens/s against concurrency at {context_tokens:,} tokens on"
+        f" {gpu.display_name} x{tensor_parallel_size} (estimate)",
+        x_label="concurrent sequences",
+        y_label="tokens/s",
+        series=tuple(series),
+        log_x=True,
+        notes=(
+            f"each curve stops where its KV pool is full ({who}):",
+            *stops,
+            *_dtype_notes(curves),
+        ),
+    )

@@ -1,5 +1,5 @@
-"""Perf, compare and chart results -> rich tables or JSON-ready dicts. No arithmetic beyond
-unit conversion for display."""
+"""``kvplan perf`` and ``kvplan compare``: speed bounds, throughput against concurrency, models
+side by side. No arithmetic beyond unit conversion for display."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.perf import Alternative, Comparison, DecodeStep, Perf
+from kvplan.performance import Alternative, Comparison, DecodeStep, Perf
 from kvplan.units import format_bytes
-
-SCHEMA_VERSION = 1
+from kvplan.views import SCHEMA_VERSION
+from kvplan.views.table import Column, table
 
 
 def _ms(seconds: Fraction) -> str:
@@ -41,6 +41,7 @@ def _step_dict(step: DecodeStep) -> dict[str, Any]:
 
 
 def perf_to_dict(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
+    """The ``kvplan perf --format json`` document."""
     d, p = result.decode, result.prefill
     return {
         "schema_version": SCHEMA_VERSION,
@@ -88,6 +89,7 @@ def _not_modelled(items: tuple[str, ...]) -> Text:
 
 
 def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
+    """The ``kvplan perf`` view: one decode step, the prefill, the curve, what changes it."""
     d, p, gpu = result.decode, result.prefill, result.gpu
     head = Text(
         f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"
@@ -95,35 +97,47 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
         f" dense bf16 TFLOP/s)\nKV cache {result.kv_dtype}, weights {result.model_dtype}."
         f" Why {result.kv_dtype}: {result.kv_dtype_reason}"
     )
-    decode = Table(title=f"decode: {d.batch_size} x {d.context_tokens:,} tokens, one step")
-    decode.add_column("")
-    decode.add_column("per rank", justify="right")
-    decode.add_row("weights read", format_bytes(d.weight_read_bytes))
-    decode.add_row("KV read (every sequence)", format_bytes(d.kv_read_bytes))
-    decode.add_row("KV written", format_bytes(d.kv_write_bytes))
-    decode.add_row("FLOPs", f"{d.flops:,}")
-    decode.add_row("memory bound", _ms(d.memory_seconds))
-    decode.add_row("compute bound", _ms(d.compute_seconds))
-    decode.add_row(
-        f"time per token (bound: {d.bound})",
-        f"{_ms(d.bound_seconds)} -> {_rate(d.tokens_per_second())} tok/s",
-    )
-    decode.add_row(
-        f"estimate at {float(d.bandwidth_efficiency):.0%} bandwidth,"
-        f" {float(d.compute_efficiency):.0%} compute",
-        f"{_ms(d.estimate_seconds)} -> {_rate(d.tokens_per_second(True))} tok/s",
-    )
-    decode.add_row(
-        "per sequence", f"{_rate(d.tokens_per_second(True) / d.batch_size)} tok/s (estimate)"
-    )
     prefill = Text(
         f"prefill of {p.prompt_tokens:,} tokens: {p.flops:,} FLOPs"
         f" ({p.attention_flops:,} attention) -> time to first token >= {_ms(p.bound_seconds)},"
         f" about {_ms(p.estimate_seconds)} at {float(p.compute_efficiency):.0%} of peak"
     )
-    curve = Table(title="decode throughput against concurrency (estimate)")
-    for col in ("sequences", "ms / token", "tok/s total", "tok/s each", "KV share", "bound"):
-        curve.add_column(col, justify="right")
+    items: list[Any] = [head, _decode_table(d), prefill, _curve_table(result)]
+    if alternatives:
+        items.append(_alternatives_table(alternatives))
+    items.append(_not_modelled(result.not_modelled))
+    return items
+
+
+def _decode_table(d: DecodeStep) -> Table:
+    rows = [
+        ("weights read", format_bytes(d.weight_read_bytes)),
+        ("KV read (every sequence)", format_bytes(d.kv_read_bytes)),
+        ("KV written", format_bytes(d.kv_write_bytes)),
+        ("FLOPs", f"{d.flops:,}"),
+        ("memory bound", _ms(d.memory_seconds)),
+        ("compute bound", _ms(d.compute_seconds)),
+        (
+            f"time per token (bound: {d.bound})",
+            f"{_ms(d.bound_seconds)} -> {_rate(d.tokens_per_second())} tok/s",
+        ),
+        (
+            f"estimate at {float(d.bandwidth_efficiency):.0%} bandwidth,"
+            f" {float(d.compute_efficiency):.0%} compute",
+            f"{_ms(d.estimate_seconds)} -> {_rate(d.tokens_per_second(True))} tok/s",
+        ),
+        ("per sequence", f"{_rate(d.tokens_per_second(True) / d.batch_size)} tok/s (estimate)"),
+    ]
+    title = f"decode: {d.batch_size} x {d.context_tokens:,} tokens, one step"
+    return table([("", "left"), ("per rank", "right")], rows, simple=False, title=title)
+
+
+def _right(*names: str) -> list[Column]:
+    return [(name, "right") for name in names]
+
+
+def _curve_table(result: Perf) -> Table:
+    rows = []
     for s in result.curve:
         share = s.kv_read_bytes * 100 // max(1, s.bytes_moved)
         mark = " <- compute-bound from here" if s.batch_size == result.compute_bound_from else ""
@@ -131,30 +145,35 @@ def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
             mark += " (exceeds the KV pool)"
         elif s.batch_size == result.max_concurrency:
             mark += " <- the most that fit"
-        curve.add_row(
-            f"{s.batch_size:,}",
-            f"{float(s.estimate_seconds) * 1000:,.2f}",
-            _rate(s.tokens_per_second(True)),
-            _rate(s.tokens_per_second(True) / s.batch_size),
-            f"{share}%",
-            s.bound + mark,
-        )
-    items: list[Any] = [head, decode, prefill, curve]
-    if alternatives:
-        alt = Table(title="what changes the ceiling (maximum concurrency that fits, estimate)")
-        for col in ("case", "context", "KV dtype", "max sequences", "tok/s total"):
-            alt.add_column(col, justify="right")
-        for a in alternatives:
-            alt.add_row(
-                a.label,
-                f"{a.context_tokens:,}",
-                a.kv_dtype or a.kv_cache_dtype or "model",
-                f"{a.max_concurrency:,}",
-                _rate(a.step.tokens_per_second(True)) if a.step else "-",
+        rows.append(
+            (
+                f"{s.batch_size:,}",
+                f"{float(s.estimate_seconds) * 1000:,.2f}",
+                _rate(s.tokens_per_second(True)),
+                _rate(s.tokens_per_second(True) / s.batch_size),
+                f"{share}%",
+                s.bound + mark,
             )
-        items.append(alt)
-    items.append(_not_modelled(result.not_modelled))
-    return items
+        )
+    columns = _right("sequences", "ms / token", "tok/s total", "tok/s each", "KV share", "bound")
+    title = "decode throughput against concurrency (estimate)"
+    return table(columns, rows, simple=False, title=title)
+
+
+def _alternatives_table(alternatives: list[Alternative]) -> Table:
+    rows = [
+        (
+            a.label,
+            f"{a.context_tokens:,}",
+            a.kv_dtype or a.kv_cache_dtype or "model",
+            f"{a.max_concurrency:,}",
+            _rate(a.step.tokens_per_second(True)) if a.step else "-",
+        )
+        for a in alternatives
+    ]
+    columns = _right("case", "context", "KV dtype", "max sequences", "tok/s total")
+    title = "what changes the ceiling (maximum concurrency that fits, estimate)"
+    return table(columns, rows, simple=False, title=title)
 
 
 def compare_to_dict(
@@ -165,6 +184,7 @@ def compare_to_dict(
     engine: str = "ideal",
     tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
+    """The ``kvplan compare --format json`` document."""
     return {
         "schema_version": SCHEMA_VERSION,
         "context_tokens": context_tokens,
@@ -194,8 +214,6 @@ def compare_to_dict(
 
 def compare_view(context_tokens: int, gpu: str | None, rows: list[Comparison]) -> list[Any]:
     """The table, with only the columns some model has a value in, then why each cache dtype."""
-    where = f" on {gpu}" if gpu else ""
-    table = Table(title=f"side by side at {context_tokens:,} tokens a sequence{where}")
     columns: list[tuple[str, list[str]]] = [
         ("model", [r.model for r in rows]),
         ("KV dtype", [r.kv_dtype for r in rows]),
@@ -221,16 +239,23 @@ def compare_view(context_tokens: int, gpu: str | None, rows: list[Comparison]) -
         )
     if any(r.note for r in rows):
         columns.append(("note", [r.note for r in rows]))
-    for name, _ in columns:
-        table.add_column(name, justify="left" if name in ("model", "KV dtype", "note") else "right")
-    for cells in zip(*(values for _, values in columns), strict=True):
-        table.add_row(*cells)
+    where = f" on {gpu}" if gpu else ""
+    left = ("model", "KV dtype", "note")
+    shown = table(
+        [(name, "left" if name in left else "right") for name, _ in columns],
+        zip(*(values for _, values in columns), strict=True),
+        simple=False,
+        title=f"side by side at {context_tokens:,} tokens a sequence{where}",
+    )
+    return [shown, Text("\n".join(_dtype_reasons(rows)))]
+
+
+def _dtype_reasons(rows: list[Comparison]) -> list[str]:
     reasons = {(r.kv_dtype, r.kv_dtype_reason) for r in rows}
     if len(reasons) == 1:
         ((kv, why),) = reasons
-        lines = [f"KV cache {kv} for every model: {why}"]
-    else:
-        width = max(len(r.model) for r in rows)
-        lines = ["why each cache dtype:"]
-        lines += [f"  {r.model:<{width}}  {r.kv_dtype}: {r.kv_dtype_reason}" for r in rows]
-    return [table, Text("\n".join(lines))]
+        return [f"KV cache {kv} for every model: {why}"]
+    width = max(len(r.model) for r in rows)
+    lines = ["why each cache dtype:"]
+    lines += [f"  {r.model:<{width}}  {r.kv_dtype}: {r.kv_dtype_reason}" for r in rows]
+    return lines

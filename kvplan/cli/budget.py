@@ -1,0 +1,122 @@
+"""``kvplan check``, ``kvplan diff`` and ``kvplan schema``: budget files in CI, what a change
+does, and the JSON Schemas for editors."""
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.common import (
+    FormatOpt,
+    OutputFormat,
+    check_failed_unless,
+    command,
+    emit,
+    guard,
+    print_json,
+)
+
+BudgetsArg = Annotated[
+    list[str],
+    typer.Argument(help="One or more budget YAML files (docs/ci.md).", show_default=False),
+]
+JunitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--junit-xml",
+        help="Also write a JUnit XML report (one test case per assertion) to this path.",
+        show_default=False,
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Overwrite --junit-xml even if kvplan did not write it.")
+]
+
+
+def _our_junit(path: str | Path) -> bool:
+    """A JUnit report an earlier ``kvplan check`` wrote: reruns may replace it. Reads the
+    first 400 bytes of a regular file only (never a FIFO or a device)."""
+    from kvplan.files import head_contains
+
+    return head_contains(path, '<testsuites name="kvplan check')
+
+
+@command("check")
+def check(
+    budgets: BudgetsArg,
+    output: FormatOpt = OutputFormat.table,
+    junit_xml: JunitOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Check every deployment of budget files against their assertions; fail CI when one fails.
+
+    Exit 0 when all hold, 1 when any fails, 2 when a file or a model is invalid. With
+    GITHUB_ACTIONS=true, failures are also annotated on their lines and a summary is appended
+    to $GITHUB_STEP_SUMMARY.
+    """
+    from kvplan.budget import check_budget, load_budget
+    from kvplan.files import write_atomic
+    from kvplan.views import budget as views
+
+    def run() -> None:
+        checked = [(path, check_budget(*load_budget(path), path)) for path in budgets]
+        if junit_xml is not None:
+            write_atomic(junit_xml, views.junit_xml(checked), force=force, ours=_our_junit)
+        emit(
+            output,
+            lambda: views.check_to_dict(checked),
+            lambda: [item for path, rs in checked for item in views.check_view(path, rs)],
+        )
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for path, results in checked:
+                for line in views.github_annotations(path, results):
+                    sys.stdout.write(line + "\n")
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            if summary:
+                with open(summary, "a", encoding="utf-8") as f:
+                    for path, results in checked:
+                        f.write(views.github_summary(path, results))
+        check_failed_unless(all(r.passed for _, results in checked for r in results))
+
+    guard(run)
+
+
+class SchemaKind(str, Enum):
+    spec = "spec"
+    budget = "budget"
+
+
+@command("schema")
+def schema(
+    kind: Annotated[SchemaKind, typer.Argument(help="spec or budget.", show_default=False)],
+) -> None:
+    """The JSON Schema of spec or budget files, for editors (yaml-language-server)."""
+    from kvplan.schemas import json_schema
+
+    guard(lambda: print_json(json_schema(kind.value)))
+
+
+OldArg = Annotated[
+    str,
+    typer.Argument(
+        help="A spec (catalog name, path, or REV:path from git) or a budget file.",
+        show_default=False,
+    ),
+]
+NewArg = Annotated[str, typer.Argument(help="The same kind of file, changed.", show_default=False)]
+
+
+@command("diff")
+def diff(old: OldArg, new: NewArg, output: FormatOpt = OutputFormat.table) -> None:
+    """What changed between two specs or two budget files, and what it does to the answers."""
+    from kvplan.diffing import diff_files
+    from kvplan.views import budget as views
+
+    def run() -> None:
+        result = diff_files(old, new)
+        emit(output, lambda: views.diff_to_dict(result), lambda: views.diff_view(result))
+
+    guard(run)

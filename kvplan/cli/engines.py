@@ -1,0 +1,172 @@
+"""``kvplan reconcile`` and ``kvplan flags``: engines' own figures, and the flags that hold a
+target on each engine."""
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli.common import (
+    FormatOpt,
+    ModelArg,
+    OutputFormat,
+    QuantizationOpt,
+    check_failed_unless,
+    command,
+    dtype_option,
+    emit,
+    gpu_option,
+    guard,
+    option,
+)
+
+LogArg = Annotated[
+    str,
+    typer.Argument(
+        help="A vLLM, SGLang or llama.cpp start-up log ('-' reads stdin).", show_default=False
+    ),
+]
+LogModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="The model, when the log does not name a bundled one.",
+        show_default=False,
+    ),
+]
+LogGpuOpt = Annotated[
+    str | None,
+    gpu_option("The GPU, when the log's total memory is ambiguous.", show_default=False),
+]
+
+
+@command("reconcile")
+def reconcile(
+    logfile: LogArg,
+    model: LogModelOpt = None,
+    gpu: LogGpuOpt = None,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """Recompute an engine's printed KV-cache figures from its own log, component by component.
+
+    Exits 1 when a rule did not reproduce (blocks, tokens, concurrency, cells, MiB lines).
+    """
+    from kvplan.logs import read_log
+    from kvplan.logs import reconcile as run_reconcile
+    from kvplan.views import engines as views
+
+    def run() -> None:
+        result = run_reconcile(read_log(logfile), model=model, gpu=gpu, path=logfile)
+        doc = views.reconciliation_to_dict(result)
+        emit(output, lambda: doc, lambda: views.reconciliation_view(doc))
+        check_failed_unless(result.reproduced)
+
+    guard(run)
+
+
+FlagsGpuOpt = Annotated[str, gpu_option("A catalog GPU (`kvplan gpus`).")]
+FlagsMaxModelLenOpt = Annotated[
+    str,
+    typer.Option("--max-model-len", "-c", help="Tokens per request: 32768, 32k or 32K."),
+]
+FlagsConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", "-n", min=1, help="Concurrent requests to hold.")
+]
+FlagsTpOpt = Annotated[
+    int,
+    typer.Option(
+        "--tensor-parallel-size",
+        "-tp",
+        min=1,
+        help="GPUs per replica (llama.cpp: GPUs it splits the layers over).",
+    ),
+]
+FlagsKvDtypeOpt = Annotated[
+    str, typer.Option("--kv-cache-dtype", help="auto, fp8, ... (llama.cpp: q8_0 for fp8).")
+]
+FlagsEngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        help="all, or one of vllm, sglang, llama.cpp, tgi: exit 1 when it does not fit.",
+    ),
+]
+
+
+def _engines(engine: str) -> tuple[str, ...] | None:
+    """``--engine``: None for all, else the one engine, checked."""
+    from kvplan.errors import UnitError
+    from kvplan.flags import ENGINES
+
+    chosen = engine.strip().lower()
+    if chosen != "all" and chosen not in ENGINES:
+        raise UnitError(f"--engine: unknown engine {engine!r}; allowed: all, {', '.join(ENGINES)}")
+    return None if chosen == "all" else (chosen,)
+
+
+def _quantization(text: str | None) -> str | None:
+    """``--quantization``, checked to name a weight format."""
+    from kvplan.errors import UnitError
+    from kvplan.weights import QUANTIZATIONS, quantization_names
+
+    if text is not None and text.strip().lower() not in QUANTIZATIONS:
+        raise UnitError(f"--quantization: unknown format {text!r}; allowed: {quantization_names()}")
+    return text
+
+
+@command("flags")
+def flags(
+    model: ModelArg,
+    gpu: FlagsGpuOpt,
+    max_model_len: FlagsMaxModelLenOpt,
+    concurrency: FlagsConcurrencyOpt,
+    tensor_parallel_size: FlagsTpOpt = 1,
+    kv_cache_dtype: FlagsKvDtypeOpt = "auto",
+    quantization: QuantizationOpt = None,
+    engine: FlagsEngineOpt = "all",
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.
+
+    Each engine's verdict counts the weights on each GPU, the cache and the engine's
+    overhead; an engine that does not fit gets the reason and no flags.
+    """
+    from kvplan.catalog import load_model
+    from kvplan.errors import UnitError
+    from kvplan.flags import recommend
+    from kvplan.hardware import find_gpu
+    from kvplan.units import parse_tokens
+    from kvplan.views import engines as views
+
+    def run() -> None:
+        length = option("--max-model-len", parse_tokens, max_model_len)
+        if length < 1:
+            raise UnitError(f"--max-model-len: must be at least 1 token, got {max_model_len!r}")
+        kv = dtype_option("--kv-cache-dtype", kv_cache_dtype)
+        quantized = _quantization(quantization)
+        engines = _engines(engine)
+        spec = load_model(model)
+        results = recommend(
+            spec,
+            find_gpu(gpu),
+            max_model_len=length,
+            concurrency=concurrency,
+            tensor_parallel_size=tensor_parallel_size,
+            kv_cache_dtype=kv,
+            quantization=quantized,
+            engines=engines,
+        )
+        doc = views.flags_to_dict(
+            spec.name,
+            gpu,
+            length,
+            concurrency,
+            results,
+            tensor_parallel_size=tensor_parallel_size,
+            quantization=quantized,
+        )
+        emit(output, lambda: doc, lambda: views.flags_view(doc))
+        check_failed_unless(any(r.fits for r in results))
+
+    guard(run)

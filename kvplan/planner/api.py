@@ -1,0 +1,133 @@
+"""``plan``: the planner's one entry point, reading its arguments as the command line does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+
+from kvplan.arguments import (
+    as_bytes,
+    as_gpu,
+    as_int,
+    as_parallel,
+    as_spec,
+    as_tensor_parallel_size,
+    as_tokens,
+)
+from kvplan.errors import UnitError
+from kvplan.hardware import GPU
+from kvplan.planner.deployment import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_UTILIZATION,
+    Deployment,
+    parse_utilization,
+)
+from kvplan.planner.mix import length_mix, mix_lengths
+from kvplan.planner.result import Plan
+from kvplan.planner.search import smallest_deployment
+from kvplan.planner.solve import solve
+from kvplan.spec import ModelSpec
+
+
+def plan(
+    spec: ModelSpec | str,
+    gpu: GPU | str,
+    *,
+    tensor_parallel_size: int | None = None,
+    pipeline_parallel_size: int | None = None,
+    max_model_len: int | str | None = None,
+    concurrency: int | None = None,
+    gpu_memory_utilization: float | str | Fraction = DEFAULT_UTILIZATION,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    overhead_bytes: int | str | None = None,
+    kv_cache_memory_bytes: int | str | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    shared_prefix_tokens: int | str = 0,
+    lengths: Sequence[int] | None = None,
+    mean_length: int | str | None = None,
+    p99_length: int | str | None = None,
+    max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+) -> Plan:
+    """Plan ``spec`` on ``gpu``.
+
+    - ``max_model_len`` alone: the pool, and how many requests of that length fit at once.
+    - ``concurrency`` alone: the longest context that many requests can each reach.
+    - both, with neither parallel size given: the smallest deployment (tensor parallel within
+      the model's head divisibility, then pipeline stages, then replicas) that holds them.
+    - ``lengths``: concurrency for that mix of request lengths (prompt + output each), or
+      ``mean_length`` (expected concurrency) and ``p99_length`` (worst case) in its place.
+    - nothing asked: ``max_model_len`` is the model's ``max_position_embeddings``.
+
+    ``spec`` and ``gpu`` may be names; token counts take ``32K``-style strings and sizes
+    ``80GiB``-style strings, as the command line does. A float32 checkpoint is served in
+    bfloat16 unless ``dtype`` says otherwise, as vLLM's and SGLang's ``--dtype auto`` do; the
+    cache dtype follows the served dtype (``kvplan.dtypes``). Raises UnitError (or
+    ModelNotFoundError / UnknownGPUError for names) for a bad argument.
+    """
+    spec = as_spec(spec)
+    gpu = as_gpu(gpu)
+    tp, pp = _parallel_sizes(spec, tensor_parallel_size, pipeline_parallel_size)
+    length = _optional_tokens(max_model_len, "max_model_len")
+    if concurrency is not None:
+        concurrency = as_int(concurrency, "concurrency", minimum=1)
+    block_size = as_int(block_size, "block_size", minimum=1, maximum=1 << 20)
+    shared_prefix = as_tokens(shared_prefix_tokens, "shared_prefix_tokens")
+    overhead = _optional_bytes(overhead_bytes, "overhead_bytes")
+    kv_cache_memory = _optional_bytes(kv_cache_memory_bytes, "kv_cache_memory_bytes")
+    mean = _optional_tokens(mean_length, "mean_length")
+    p99 = _optional_tokens(p99_length, "p99_length")
+    batched = as_tokens(max_num_batched_tokens, "max_num_batched_tokens", minimum=1)
+    utilization = parse_utilization(gpu_memory_utilization)
+    mix = mix_lengths(lengths, mean, p99)
+    if length is None and concurrency is None and mix is None:
+        length = spec.max_position_embeddings
+    deployment = Deployment(
+        spec,
+        gpu,
+        tp or 1,
+        pp or 1,
+        utilization,
+        kv_cache_dtype,
+        dtype,
+        quantization,
+        overhead,
+        kv_cache_memory,
+        block_size,
+        batched,
+    )
+    if length is not None and concurrency is not None and tp is None and pp is None:
+        found = smallest_deployment(deployment, length, concurrency, shared_prefix)
+        if mix is None or not found.fits:
+            return found
+        return replace(found, length_mix=length_mix(found.stages, mix, shared_prefix, block_size))
+    return solve(deployment, length, concurrency, shared_prefix, mix)
+
+
+def _parallel_sizes(
+    spec: ModelSpec, tensor_parallel_size: int | None, pipeline_parallel_size: int | None
+) -> tuple[int | None, int | None]:
+    """The parallel sizes as given (None: not given), checked against the model."""
+    if tensor_parallel_size is not None:
+        tensor_parallel_size = as_tensor_parallel_size(spec, tensor_parallel_size)
+    if pipeline_parallel_size is not None:
+        pipeline_parallel_size = as_parallel(pipeline_parallel_size, "pipeline_parallel_size")
+        if pipeline_parallel_size > spec.num_hidden_layers:
+            raise UnitError(
+                f"pipeline_parallel_size {pipeline_parallel_size}: more stages than the"
+                f" {spec.num_hidden_layers} layers of {spec.name}"
+            )
+    return tensor_parallel_size, pipeline_parallel_size
+
+
+def _optional_tokens(value: int | str | None, name: str) -> int | None:
+    """A token count of at least 1 (``32K``-style strings read), or None when not given."""
+    return None if value is None else as_tokens(value, name, minimum=1)
+
+
+def _optional_bytes(value: int | str | None, name: str) -> int | None:
+    """A size in bytes (``80GiB``-style strings read), or None when not given."""
+    return None if value is None else as_bytes(value, name)

@@ -1,0 +1,110 @@
+"""What the planner is given: a deployment (model, GPU, settings) and its overhead estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kvplan import dtypes
+from kvplan.arguments import as_fraction
+from kvplan.hardware import GPU
+from kvplan.spec import ModelSpec
+from kvplan.units import MiB
+
+DEFAULT_UTILIZATION = Fraction(9, 10)
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """Memory a serving engine needs besides weights and KV cache, per GPU.
+
+    The estimate (``source="estimate"``), read off vLLM v0.19 profiles on H100:
+
+    - activation peak of a profiling run of ``max_num_batched_tokens`` (T, default 8,192)
+      tokens and ``max_num_seqs`` (S, 1,024) sampled sequences:
+      ``T x (4 x hidden + 2 x intermediate / tp) x 2 B + S x vocab x 8 B`` (hidden states,
+      the MLP's gate and up projections, fp32 logits and their sampling copy). Llama 3.1 8B:
+      0.69 GiB + 0.98 GiB = 1.67 GiB (vLLM measures 1.89 GiB).
+    - non-torch memory (CUDA context, cuBLAS workspaces): 256 MiB, plus 1,792 MiB of NCCL and
+      all-reduce buffers when tensor-parallel (vLLM: 0.25 GiB at TP 1, 2.07 GiB at TP 2).
+    - CUDA graphs: 0 here, since vLLM up to v0.19 captures them after sizing the KV cache, out
+      of the ``1 - utilization`` headroom.
+
+    Engine profiles replace this with each engine's own rules; ``overhead=`` replaces it whole.
+    """
+
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    source: str
+
+    @property
+    def total_bytes(self) -> int:
+        return self.activation_bytes + self.non_torch_bytes + self.cuda_graph_bytes
+
+
+def estimate_overhead(
+    spec: ModelSpec,
+    tensor_parallel_size: int = 1,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> Overhead:
+    """The documented overhead estimate (see ``Overhead``) for one GPU."""
+    hidden = spec.hidden_size or 4096
+    intermediate = spec.intermediate_size or 4 * hidden
+    hidden_bytes = max_num_batched_tokens * (4 * hidden + 2 * intermediate // tensor_parallel_size)
+    logits_bytes = max_num_seqs * (spec.vocab_size or 32000) * 8
+    non_torch = 256 * MiB + (1792 * MiB if tensor_parallel_size > 1 else 0)
+    return Overhead(hidden_bytes * 2 + logits_bytes, non_torch, 0, "estimate")
+
+
+def given_overhead(overhead_bytes: int) -> Overhead:
+    """An overhead the user measured (``--overhead 3GiB``), in place of the estimate."""
+    return Overhead(overhead_bytes, 0, 0, "given")
+
+
+def usable_bytes(total_bytes: int, utilization: Fraction) -> int:
+    """``floor(total x utilization)``: what the engine may allocate on one GPU."""
+    return total_bytes * utilization.numerator // utilization.denominator
+
+
+def parse_utilization(value: float | str | Fraction) -> Fraction:
+    """``0.9`` -> 9/10 exactly (via its decimal text, never binary float error), in (0, 1]."""
+    return as_fraction(value, "gpu_memory_utilization")
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """Everything but the question: the model, where it runs and how it is configured."""
+
+    spec: ModelSpec
+    gpu: GPU
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: Fraction = DEFAULT_UTILIZATION
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    overhead_bytes: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+    def overhead(self) -> Overhead:
+        """The given overhead, or the documented estimate for this deployment."""
+        if self.overhead_bytes is not None:
+            return given_overhead(self.overhead_bytes)
+        return estimate_overhead(self.spec, self.tensor_parallel_size, self.max_num_batched_tokens)
+
+    @property
+    def served_dtype(self) -> str:
+        """The dtype the model runs in (``kvplan.dtypes``: a float32 checkpoint is served in
+        bfloat16, as the engines' ``--dtype auto`` does)."""
+        return dtypes.served_dtype(self.spec, dtype=self.dtype)[0].name
+
+    def cache_dtypes(self) -> dtypes.CacheDTypes:
+        """The run and cache dtypes of this deployment, with the reason."""
+        return dtypes.cache_dtypes(self.spec, kv_cache_dtype=self.kv_cache_dtype, dtype=self.dtype)

@@ -1,0 +1,231 @@
+"""The KV pool of each pipeline stage, and what requests take from it, in exact integers.
+
+Per GPU: ``floor(total x utilization) - weights - overhead = KV pool`` (or ``kv_cache_memory``
+given directly). The pool is paged: each KV layer stores ``block_size`` tokens per page, and a
+request holds whole pages, as many as its layer kinds need (a sliding layer at most its window
+plus one, a recurrent layer a fixed state). A shared prefix is stored once per GPU, in the
+layers that keep every token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kvplan.dtypes import CacheDTypes
+from kvplan.layers import LayerCache, tokens_retained
+from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
+from kvplan.stages import Stage, walk_stages
+from kvplan.units import DType
+from kvplan.weights import Weights, model_weights, pipeline_partition
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Identical layers of one stage, sharded for one rank, with their costs in the cache dtype."""
+
+    layer: LayerCache
+    num_layers: int
+    page_bytes: int  # one page of block_size tokens in one layer
+    token_bytes: int  # one token in one layer (K + V)
+    state_bytes: int
+    shares_prefix: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One pipeline stage, seen from one of its GPUs."""
+
+    index: int
+    first_layer: int
+    last_layer: int
+    weights_bytes: int
+    overhead_bytes: int
+    kv_cache_memory_bytes: int
+    block_bytes: int
+    num_blocks: int
+    kv_cache_tokens: int
+    request_bytes: int | None
+    shared_bytes: int
+    max_concurrency: int | None
+    groups: tuple[Group, ...] = field(repr=False)
+
+    def private_bytes(self, context_tokens: int, shared_blocks: int, block_size: int) -> int:
+        """Bytes one request of ``context_tokens`` holds beyond the shared prefix."""
+        return private_bytes(self.groups, context_tokens, shared_blocks, block_size)
+
+    def ideal_bytes(self, context_tokens: int, shared_tokens: int = 0) -> int:
+        """The same request without paging: exactly the tokens each layer keeps, less the
+        ``shared_tokens`` of a prefix stored once (in the layers that share it)."""
+        total = 0
+        for g in self.groups:
+            kept = tokens_retained(g.layer, context_tokens)
+            if g.shares_prefix:
+                kept -= min(kept, shared_tokens)
+            total += (g.token_bytes * kept + g.state_bytes) * g.num_layers
+        return total
+
+
+def private_bytes(
+    groups: Sequence[Group], context_tokens: int, shared_blocks: int, block_size: int
+) -> int:
+    """Bytes of whole pages (and states) one request of ``context_tokens`` holds in ``groups``,
+    beyond the ``shared_blocks`` of a prefix stored once."""
+    total = 0
+    for g in groups:
+        blocks = g.layer.max_blocks(context_tokens, block_size)
+        if g.shares_prefix:
+            blocks -= min(blocks, shared_blocks)
+        total += (blocks * g.page_bytes + g.state_bytes) * g.num_layers
+    return total
+
+
+def stored_prefix_bytes(groups: Sequence[Group], shared_blocks: int) -> int:
+    """The prefix's pages, stored once per GPU for all requests (full and MLA layers)."""
+    return sum(g.page_bytes * g.num_layers * shared_blocks for g in groups if g.shares_prefix)
+
+
+def shared_blocks(prefix_tokens: int, tokens: int, block_size: int) -> int:
+    """Whole blocks of the shared prefix a request of ``tokens`` reuses. The block holding a
+    request's last token is always its own (engines recompute the last prompt token), so a
+    prefix never covers a whole request."""
+    return max(0, min(prefix_tokens, tokens - 1)) // block_size
+
+
+def shared_bytes(stage: StagePlan, num_shared_blocks: int) -> int:
+    """The shared prefix's bytes on ``stage``: ``num_shared_blocks`` pages, stored once."""
+    return stored_prefix_bytes(stage.groups, num_shared_blocks)
+
+
+def concurrency(
+    stage: StagePlan, tokens: int, num_shared_blocks: int, block_size: int
+) -> int | None:
+    """How many requests of ``tokens`` fit in the stage's pool beside the shared prefix.
+
+    None when the stage keeps nothing per request (its layers cache nothing): it sets no limit.
+    """
+    private = stage.private_bytes(tokens, num_shared_blocks, block_size)
+    room = stage.kv_cache_memory_bytes - shared_bytes(stage, num_shared_blocks)
+    if private == 0:
+        return None
+    return room // private if room >= 0 else 0
+
+
+def fits(stages: Sequence[StagePlan], tokens: int, n: int, shared: int, block_size: int) -> bool:
+    """Whether ``n`` requests of ``tokens`` (reusing ``shared`` prefix blocks) fit on every
+    stage."""
+    return all(
+        n * s.private_bytes(tokens, shared, block_size) + shared_bytes(s, shared)
+        <= s.kv_cache_memory_bytes
+        for s in stages
+    )
+
+
+def longest(stages: Sequence[StagePlan], n: int, shared: int, block_size: int, cap: int) -> int:
+    """The largest context in [0, cap] that ``n`` requests can each hold (-1: not even 0)."""
+    if not fits(stages, 0, n, 0, block_size):
+        return -1
+    lo, hi = 0, cap
+    while lo < hi:  # invariant: lo fits
+        mid = (lo + hi + 1) // 2
+        if fits(stages, mid, n, shared_blocks(shared, mid, block_size), block_size):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+_GROUPS: dict[
+    tuple[tuple[tuple[LayerCache, int], ...], int, DType, DType, int], tuple[Group, ...]
+] = {}
+
+
+def _groups(
+    layer_groups: tuple[tuple[LayerCache, int], ...], tp: int, k: DType, v: DType, block_size: int
+) -> tuple[Group, ...]:
+    """A stage's layer groups sharded over ``tp`` ranks and sized in the cache dtypes,
+    memoised: sweeps plan the same layers thousands of times."""
+    key = (layer_groups, tp, k, v, block_size)
+    groups = _GROUPS.get(key)
+    if groups is None:
+        groups = _GROUPS[key] = tuple(
+            _group(layer.shard(tp), n, k, v, block_size) for layer, n in layer_groups
+        )
+    return groups
+
+
+def _group(layer: LayerCache, n: int, k: DType, v: DType, block_size: int) -> Group:
+    token_bytes = layer.k_token_bytes(k) + layer.v_token_bytes(v)
+    return Group(
+        layer=layer,
+        num_layers=n,
+        page_bytes=token_bytes * block_size,
+        token_bytes=token_bytes,
+        state_bytes=layer.state_bytes,
+        shares_prefix=layer.max_tokens is None,
+    )
+
+
+def stage_plans(
+    d: Deployment,
+    chosen: CacheDTypes,
+    max_model_len: int | None = None,
+    num_shared_blocks: int = 0,
+) -> tuple[tuple[StagePlan, ...], Weights, Overhead]:
+    """Memory and pages of every stage (one GPU each) of deployment ``d`` with its cache
+    dtypes ``chosen`` (``d.cache_dtypes()``); with ``max_model_len``, also what one request
+    of that length holds and how many fit."""
+    spec = d.spec
+    weights = model_weights(spec, chosen.model.name, d.quantization)
+    overhead = d.overhead()
+    usable = usable_bytes(d.gpu.memory_bytes, d.gpu_memory_utilization)
+    counts = pipeline_partition(spec.num_hidden_layers, d.pipeline_parallel_size)
+    plans = tuple(
+        _stage_plan(
+            d, stage, chosen.k, chosen.v, usable, overhead, max_model_len, num_shared_blocks
+        )
+        for stage in walk_stages(spec, counts, weights, d.tensor_parallel_size)
+    )
+    return plans, weights, overhead
+
+
+def _stage_plan(
+    d: Deployment,
+    stage: Stage,
+    k_dtype: DType,
+    v_dtype: DType,
+    usable: int,
+    overhead: Overhead,
+    max_model_len: int | None,
+    num_shared_blocks: int,
+) -> StagePlan:
+    """One stage's pool, pages and (with ``max_model_len``) requests that fit."""
+    bs = d.block_size
+    groups = _groups(stage.layer_groups, d.tensor_parallel_size, k_dtype, v_dtype, bs)
+    if d.kv_cache_memory_bytes is not None:
+        pool = d.kv_cache_memory_bytes
+    else:
+        pool = max(0, usable - stage.weights_bytes - overhead.total_bytes)
+    block_bytes = sum(g.page_bytes * g.num_layers for g in groups)
+    num_blocks = pool // block_bytes if block_bytes else 0
+    request = stored = fit = None
+    if max_model_len is not None:
+        request = private_bytes(groups, max_model_len, num_shared_blocks, bs)
+        stored = stored_prefix_bytes(groups, num_shared_blocks)
+        if request:
+            fit = (pool - stored) // request if pool >= stored else 0
+    return StagePlan(
+        index=stage.index,
+        first_layer=stage.first_layer,
+        last_layer=stage.last_layer,
+        weights_bytes=stage.weights_bytes,
+        overhead_bytes=overhead.total_bytes,
+        kv_cache_memory_bytes=pool,
+        block_bytes=block_bytes,
+        num_blocks=num_blocks,
+        kv_cache_tokens=num_blocks * bs,
+        request_bytes=request,
+        shared_bytes=stored or 0,
+        max_concurrency=fit,
+        groups=groups,
+    )

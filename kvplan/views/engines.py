@@ -1,0 +1,285 @@
+"""Engines: ``kvplan plan --engine NAME`` (vLLM's figures, a token pool), ``kvplan calc --engine
+NAME`` (what the engine allocates and prints), ``kvplan reconcile`` and ``kvplan flags``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvplan.units import format_bytes, format_tokens
+from kvplan.views import SCHEMA_VERSION
+from kvplan.views.table import Column, table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.engines.base import EngineResult
+    from kvplan.flags import EngineFlags
+    from kvplan.logs import Reconciliation
+    from kvplan.spec import ModelSpec
+
+#: how each token-pool engine is named in "what ... prints"
+_PRINTED_NAME = {"sglang": "sglang", "trtllm": "TensorRT-LLM"}
+
+
+def vllm_to_dict(p: VllmPlan) -> dict[str, Any]:
+    """``kvplan plan --engine vllm --format json``: the plan keys, plus vLLM's own figures."""
+    r = p.result
+    cfg, last, tight = r.config, r.stages[-1].overhead, p.tightest_stage
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": "vllm",
+        "engine_version": cfg.version,
+        "model": p.model,
+        "gpu": p.gpu.name,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+        "pipeline_parallel_size": cfg.pipeline_parallel_size,
+        "num_gpus": p.num_gpus,
+        "max_model_len": cfg.max_model_len,
+        "gpu_memory_utilization": str(float(cfg.gpu_memory_utilization)),
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "max_num_seqs": cfg.max_num_seqs,
+        "total_memory_bytes": p.gpu.memory_bytes,
+        "weights_bytes": tight.overhead.weights_bytes,
+        "overhead_bytes": p.overhead_bytes,
+        "overhead": {
+            "source": "vllm profile",
+            "activation_bytes": last.activation_bytes,
+            "non_torch_bytes": last.non_torch_bytes,
+            "cuda_graph_bytes": last.cuda_graph_bytes,
+        },
+        "kv_cache_memory_bytes": tight.available_bytes,
+        "block_size": cfg.block_size,
+        "num_blocks": r.num_gpu_blocks,
+        "kv_cache_tokens": r.gpu_kv_cache_tokens,
+        "kv_cache_groups": r.num_groups,
+        "padding_layers": r.padding_layers,
+        "blocks_per_request": r.blocks_per_request,
+        "max_concurrency": p.max_concurrency,
+        "max_context_tokens": p.max_context_tokens,
+        "fits": p.fits,
+        "engine_log": dict(r.to_engine_result().engine_log),
+        "log_lines": list(r.log_lines()),
+        "stages": [
+            {
+                "index": s.index,
+                "first_layer": s.first_layer,
+                "last_layer": s.last_layer,
+                "weights_bytes": s.overhead.weights_bytes,
+                "activation_bytes": s.overhead.activation_bytes,
+                "non_torch_bytes": s.overhead.non_torch_bytes,
+                "kv_cache_memory_bytes": s.available_bytes,
+                "num_blocks": s.num_blocks,
+            }
+            for s in r.stages
+        ],
+    }
+
+
+def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan plan --engine vllm`` view, from its JSON document (no arithmetic)."""
+    overhead = doc["overhead"]
+    rows = [
+        ("total", format_bytes(doc["total_memory_bytes"])),
+        ("weights", format_bytes(doc["weights_bytes"])),
+        ("peak activation", format_bytes(overhead["activation_bytes"])),
+        ("non-torch memory", format_bytes(overhead["non_torch_bytes"])),
+        ("available KV cache memory", format_bytes(doc["kv_cache_memory_bytes"])),
+        ("KV cache groups", f"{doc['kv_cache_groups']} ({doc['padding_layers']} padding layers)"),
+        ("blocks per request", f"{doc['blocks_per_request']:,}"),
+    ]
+    return [
+        f"[bold]{doc['model']}[/bold] on vLLM {doc['engine_version']} (V1),"
+        f" {doc['num_gpus']} x {doc['gpu']} (TP {doc['tensor_parallel_size']} x PP"
+        f" {doc['pipeline_parallel_size']}), utilization {doc['gpu_memory_utilization']}",
+        table([("", "left"), ("", "right")], rows, show_header=False, key_style="bold"),
+        "what vLLM prints:",
+        *(f"  {line}" for line in doc["log_lines"]),
+        f"fits: {'yes' if doc['fits'] else 'no'}; one request of"
+        f" {format_tokens(doc['max_model_len'])} tokens needs {doc['blocks_per_request']:,}"
+        f" blocks; the longest that fits is {format_tokens(doc['max_context_tokens'])} tokens",
+    ]
+
+
+def engine_result_to_dict(
+    result: EngineResult, spec: ModelSpec, *, context_tokens: int, batch_size: int
+) -> dict[str, Any]:
+    """``kvplan calc --engine NAME --format json``: the engine's allocation and its log."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": spec.name,
+        "engine": result.engine,
+        "engine_version": result.engine_version,
+        "context_tokens": context_tokens,
+        "batch_size": batch_size,
+        "kv_cache_bytes": result.kv_cache_bytes,
+        "num_blocks": result.num_blocks,
+        "block_size": result.block_size,
+        "kv_cache_tokens": result.kv_cache_tokens,
+        "engine_log": dict(result.engine_log),
+        "log_lines": list(result.log_lines),
+    }
+
+
+def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan calc --engine NAME`` view: what the engine allocates and prints."""
+    prints = doc["engine"] in ("llama.cpp", "ik_llama.cpp")
+    context = "n_ctx" if prints else "context"
+    return [
+        f"[bold]{doc['model']}[/bold] on {doc['engine']} {doc['engine_version']}:"
+        f" {context} {format_tokens(doc['context_tokens'])}, {doc['batch_size']} sequence"
+        f"{'s' if doc['batch_size'] != 1 else ''}",
+        f"KV cache: [bold]{format_bytes(doc['kv_cache_bytes'])}[/bold]"
+        f" ({doc['kv_cache_bytes']:,} bytes)",
+        f"what {doc['engine']} prints:" if prints else "the cache:",
+        *(f"  {line}" for line in doc["log_lines"]),
+    ]
+
+
+def token_pool_to_dict(p: TokenPoolPlan, spec: ModelSpec) -> dict[str, Any]:
+    """``kvplan plan --engine sglang|trtllm --format json``: the engine's allocation, and how
+    many requests of ``max_model_len`` its pool holds."""
+    doc = engine_result_to_dict(p.result, spec, context_tokens=p.max_model_len, batch_size=1)
+    doc.update(
+        {
+            "gpu": p.gpu.name,
+            "tensor_parallel_size": p.tensor_parallel_size,
+            "pipeline_parallel_size": p.pipeline_parallel_size,
+            "max_model_len": p.max_model_len,
+            "max_concurrency": p.max_concurrency,
+            "fits": p.fits,
+        }
+    )
+    return doc
+
+
+def token_pool_view(p: TokenPoolPlan, doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan plan --engine sglang|trtllm`` view: the pool, the requests it holds, and
+    the engine's log lines."""
+    detail = ""
+    if p.free_gpu_memory_fraction is not None:
+        detail = (
+            f" (free_gpu_memory_fraction {p.free_gpu_memory_fraction:g}, the dry run's peak"
+            " taken as the weights)"
+        )
+    engine = _PRINTED_NAME.get(p.result.engine, p.result.engine)
+    return [
+        *engine_result_view(doc)[:2],
+        f"token pool: {p.kv_cache_tokens:,} tokens; {doc['max_concurrency']} requests of"
+        f" {p.max_model_len:,} tokens{detail}",
+        f"what {engine} prints:",
+        *(f"  {line}" for line in doc["log_lines"]),
+    ]
+
+
+def reconciliation_to_dict(r: Reconciliation) -> dict[str, Any]:
+    """``kvplan reconcile --format json``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": r.engine,
+        "engine_version": r.engine_version,
+        "model": r.model,
+        "settings": r.settings,
+        "reproduced": r.reproduced,
+        "rows": [
+            {
+                "component": row.component,
+                "printed": row.printed,
+                "kvplan": row.kvplan,
+                "residual": row.residual,
+                "reproduced": row.reproduced,
+            }
+            for row in r.rows
+        ],
+        "notes": list(r.notes),
+    }
+
+
+def reconciliation_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan reconcile`` table: each figure as printed, as recomputed, and the verdict."""
+    verdicts = {True: "reproduced", False: "[red]NOT reproduced[/red]", None: "estimate"}
+    rows = [
+        (r["component"], r["printed"], r["kvplan"], r["residual"], verdicts[r["reproduced"]])
+        for r in doc["rows"]
+    ]
+    names = ("component", "printed", "kvplan", "residual", "rule")
+    columns: list[Column] = [(name, "left") for name in names]
+    settings = ", ".join(f"{k}={v}" for k, v in doc["settings"].items() if v is not None)
+    return [
+        f"[bold]{doc['engine']} {doc['engine_version']}[/bold], model {doc['model']}: {settings}",
+        table(columns, rows, overflow="fold"),
+        *doc["notes"],
+        "every rule reproduced" if doc["reproduced"] else "[red]some rules did not reproduce[/red]",
+    ]
+
+
+def flags_to_dict(
+    model: str,
+    gpu: str,
+    max_model_len: int,
+    concurrency: int,
+    results: tuple[EngineFlags, ...],
+    *,
+    tensor_parallel_size: int = 1,
+    quantization: str | None = None,
+) -> dict[str, Any]:
+    """``kvplan flags --format json``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "gpu": gpu,
+        "max_model_len": max_model_len,
+        "concurrency": concurrency,
+        "tensor_parallel_size": tensor_parallel_size,
+        "quantization": quantization.strip().lower() if quantization else None,
+        "fits": any(r.fits for r in results),
+        "engines": [
+            {
+                "engine": r.engine,
+                "flags": list(r.flags),
+                "kv_cache_bytes": r.kv_cache_bytes,
+                "fits": r.fits,
+                "note": r.note,
+                "reason": r.reason,
+                "model_dtype": r.model_dtype,
+                "kv_cache_dtype": r.kv_cache_dtype,
+                "dtype_reason": r.dtype_reason,
+                "num_gpus": r.num_gpus,
+                "weights_bytes": r.weights_bytes,
+                "required_bytes": r.required_bytes,
+                "budget_bytes": r.budget_bytes,
+            }
+            for r in results
+        ],
+    }
+
+
+def flags_view(doc: dict[str, Any]) -> list[RenderableType]:
+    """The ``kvplan flags`` view: one block per engine, its flags ready to paste, its verdict
+    and the dtypes it was sized in."""
+    from rich.markup import escape
+
+    n = doc["concurrency"]
+    tp = doc.get("tensor_parallel_size", 1)
+    where = f"{tp} x {doc['gpu']}" if tp > 1 else doc["gpu"]
+    weights = f"; {doc['quantization']} weights" if doc.get("quantization") else ""
+    out: list[RenderableType] = [
+        f"[bold]{escape(doc['model'])}[/bold] on {escape(where)}: {n} request{'s' if n > 1 else ''}"
+        f" of {format_tokens(doc['max_model_len'])} tokens{weights}"
+    ]
+    for e in doc["engines"]:
+        if e["fits"]:
+            out.append(escape(f"{e['engine']}: {' '.join(e['flags'])}"))
+            out.append(f"  fits; {escape(e['note'])}")
+        else:
+            out.append(f"{escape(e['engine'])}: [red]does not fit[/red]: {escape(e['reason'])}")
+            if e["note"]:
+                out.append(f"  {escape(e['note'])}")
+        if e.get("kv_cache_dtype"):
+            out.append(
+                escape(
+                    f"  runs in {e['model_dtype']}, caches in {e['kv_cache_dtype']}:"
+                    f" {e['dtype_reason']}"
+                )
+            )
+    return out

@@ -1,0 +1,242 @@
+"""``kvplan plan``: memory per GPU, then the answers (max concurrency, max context, layout)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kvplan.units import format_bytes, format_tokens
+from kvplan.views import SCHEMA_VERSION
+from kvplan.views.engines import token_pool_to_dict, token_pool_view, vllm_to_dict, vllm_view
+from kvplan.views.table import table
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.planner import LengthMix, Plan, StagePlan
+    from kvplan.spec import ModelSpec
+
+
+def plan_to_dict(p: Plan) -> dict[str, Any]:
+    """The ``kvplan plan --format json`` document. Byte figures are per GPU."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": p.model,
+        "gpu": p.gpu.name,
+        "tensor_parallel_size": p.tensor_parallel_size,
+        "pipeline_parallel_size": p.pipeline_parallel_size,
+        "replicas": p.replicas,
+        "num_gpus": p.num_gpus,
+        "max_model_len": p.max_model_len,
+        "concurrency": p.concurrency,
+        "gpu_memory_utilization": str(float(p.gpu_memory_utilization)),
+        "kv_cache_dtype": p.kv_dtype,
+        "weights_dtype": p.weights_model_dtype,
+        "weights_format": p.weights_format,
+        "quantization": p.quantization,
+        "total_memory_bytes": p.total_memory_bytes,
+        "usable_memory_bytes": p.usable_memory_bytes,
+        "weights_bytes": p.weights_bytes,
+        "overhead_bytes": p.overhead_bytes,
+        "overhead": {
+            "source": p.overhead.source,
+            "activation_bytes": p.overhead.activation_bytes,
+            "non_torch_bytes": p.overhead.non_torch_bytes,
+            "cuda_graph_bytes": p.overhead.cuda_graph_bytes,
+        },
+        "kv_cache_memory_bytes": p.kv_cache_memory_bytes,
+        "free_memory_bytes": p.unallocated_memory_bytes,
+        "available_memory_bytes": p.free_memory_bytes,
+        "headroom_bytes": p.headroom_bytes,
+        "kv_cache_dtype_reason": p.dtype_reason,
+        "pool_note": p.pool_note(),
+        "block_size": p.block_size,
+        "num_blocks": p.num_blocks,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "shared_prefix_tokens": p.shared_prefix_tokens,
+        "request_bytes": p.request_bytes,
+        "ideal_request_bytes": p.ideal_request_bytes,
+        "paged_waste_bytes": p.paged_waste_bytes,
+        "max_concurrency": p.max_concurrency,
+        "max_context_tokens": p.max_context_tokens,
+        "fits": p.fits,
+        "message": p.message,
+        "length_mix": None if p.length_mix is None else _length_mix_to_dict(p.length_mix),
+        "stages": [_stage_to_dict(s) for s in p.stages],
+    }
+
+
+def _length_mix_to_dict(mix: LengthMix) -> dict[str, Any]:
+    return {
+        "num_requests": mix.num_requests,
+        "mean_tokens": mix.mean_tokens,
+        "p50_tokens": mix.p50_tokens,
+        "p99_tokens": mix.p99_tokens,
+        "max_tokens": mix.max_tokens,
+        "expected_concurrency": mix.expected_concurrency,
+        "worst_case_concurrency": mix.worst_case_concurrency,
+        "paged_bytes": mix.paged_bytes,
+        "ideal_bytes": mix.ideal_bytes,
+        "paged_waste_bytes": mix.paged_waste_bytes,
+    }
+
+
+def _stage_to_dict(s: StagePlan) -> dict[str, Any]:
+    return {
+        "index": s.index,
+        "first_layer": s.first_layer,
+        "last_layer": s.last_layer,
+        "weights_bytes": s.weights_bytes,
+        "kv_cache_memory_bytes": s.kv_cache_memory_bytes,
+        "num_blocks": s.num_blocks,
+        "kv_cache_tokens": s.kv_cache_tokens,
+        "block_bytes": s.block_bytes,
+        "request_bytes": s.request_bytes,
+        "max_concurrency": s.max_concurrency,
+    }
+
+
+def plan_view(p: Plan) -> list[RenderableType]:
+    """The ``kvplan plan`` view: memory per GPU, then the answers."""
+    layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
+    if p.replicas > 1:
+        layout += f" x {p.replicas} replicas"
+    heading = (
+        f"[bold]{p.model}[/bold] on {p.num_gpus} x {p.gpu.display_name} ({layout}),"
+        f" KV dtype {p.kv_dtype}" + (f" ({p.dtype_reason})" if p.dtype_reason else "") + ","
+        f" weights {p.weights_format},"
+        f" utilization {float(p.gpu_memory_utilization):g}"
+    )
+    out: list[RenderableType] = [heading, _memory_table(p)]
+    if p.overhead.source == "estimate":
+        o = p.overhead
+        out.append(
+            f"overhead estimate: activation {format_bytes(o.activation_bytes)} + non-torch"
+            f" {format_bytes(o.non_torch_bytes)} + CUDA graphs {format_bytes(o.cuda_graph_bytes)}"
+            " (replace with --overhead)"
+        )
+    answers = table([("", "left"), ("", "left")], _answers(p), show_header=False, key_style="bold")
+    out.append(answers)
+    note = p.pool_note()
+    if note:
+        out.append(note)
+    if p.message:
+        out.append(p.message)
+    return out
+
+
+def _answers(p: Plan) -> list[tuple[str, str]]:
+    """The answers under the memory table: one (label, value) row each."""
+    rows: list[tuple[str, str]] = []
+    if p.max_model_len is not None:
+        rows.append(("max model len", f"{format_tokens(p.max_model_len)} tokens"))
+        if p.request_bytes is not None:
+            waste = p.paged_waste_bytes or 0
+            rows.append(
+                (
+                    "one request",
+                    f"{format_bytes(p.request_bytes)} per GPU in blocks"
+                    f" ({format_bytes(waste)} of it paging waste)",
+                )
+            )
+        rows.append(("max concurrency", f"{p.max_concurrency}"))
+    if p.shared_prefix_tokens:
+        rows.append(
+            ("shared prefix", f"{format_tokens(p.shared_prefix_tokens)} tokens, stored once")
+        )
+    if p.concurrency is not None and not p.searched:
+        rows.append(("concurrency", str(p.concurrency)))
+    if p.max_context_tokens is not None and not p.searched:
+        rows.append(("max context", f"{format_tokens(p.max_context_tokens)} tokens"))
+    if p.length_mix is not None:
+        rows.extend(_mix_rows(p.length_mix))
+    rows.append(("fits", "yes" if p.fits else "[red]no[/red]"))
+    return rows
+
+
+def _mix_rows(m: LengthMix) -> list[tuple[str, str]]:
+    waste_share = 100 * m.paged_waste_bytes / m.paged_bytes if m.paged_bytes else 0.0
+    return [
+        (
+            "length mix",
+            f"{m.num_requests:,} requests, mean {format_tokens(m.mean_tokens)}, p50"
+            f" {format_tokens(m.p50_tokens)}, p99 {format_tokens(m.p99_tokens)}, max"
+            f" {format_tokens(m.max_tokens)} tokens",
+        ),
+        (
+            "expected concurrency",
+            f"{m.expected_concurrency} (worst case, all at max: {m.worst_case_concurrency})",
+        ),
+        ("paging waste", f"{waste_share:.1f}% of the mix's blocks"),
+    ]
+
+
+def _memory_table(p: Plan) -> Table:
+    """Memory per GPU: one column for a single stage, one row per stage for a pipeline."""
+    columns: list[tuple[str, Callable[[StagePlan], str]]] = [
+        ("weights", lambda s: format_bytes(s.weights_bytes)),
+        (f"overhead ({p.overhead.source})", lambda s: format_bytes(s.overhead_bytes)),
+        ("KV cache pool", lambda s: format_bytes(s.kv_cache_memory_bytes)),
+        ("free for more work", lambda s: format_bytes(p.stage_free_bytes(s))),
+        (
+            f"held back ({1 - float(p.gpu_memory_utilization):g} of the GPU)",
+            lambda s: format_bytes(p.headroom_bytes),
+        ),
+        (
+            f"blocks of {p.block_size} tokens",
+            lambda s: f"{s.num_blocks:,} ({format_tokens(s.kv_cache_tokens)} tokens)",
+        ),
+    ]
+    title = (
+        f"memory per GPU: {format_bytes(p.total_memory_bytes)} total,"
+        f" {format_bytes(p.usable_memory_bytes)} usable at {float(p.gpu_memory_utilization):g}"
+    )
+    if len(p.stages) == 1:
+        (stage,) = p.stages
+        return _titled(
+            [("", "left"), ("per GPU", "right")],
+            [(label, cell(stage)) for label, cell in columns],
+            title,
+        )
+    return _titled(
+        [("stage (layers)", "left"), *((label, "right") for label, _ in columns)],
+        [
+            (f"{s.index} ({s.first_layer}-{s.last_layer})", *(cell(s) for _, cell in columns))
+            for s in p.stages
+        ],
+        title,
+    )
+
+
+def _titled(columns: Any, rows: Any, title: str) -> Table:
+    return table(columns, rows, title=title, title_justify="left", no_wrap=True)
+
+
+def plan_result_to_dict(
+    result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec
+) -> dict[str, Any]:
+    """``kvplan plan --format json``: the planner's document, or the engine's."""
+    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+
+    match result:
+        case VllmPlan():
+            return vllm_to_dict(result)
+        case TokenPoolPlan():
+            return token_pool_to_dict(result, spec)
+    return plan_to_dict(result)
+
+
+def plan_result_view(
+    result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec
+) -> list[RenderableType]:
+    """The ``kvplan plan`` view: the planner's, or the engine's."""
+    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+
+    match result:
+        case VllmPlan():
+            return vllm_view(vllm_to_dict(result))
+        case TokenPoolPlan():
+            return token_pool_view(result, token_pool_to_dict(result, spec))
+    return plan_view(result)
