@@ -396,7 +396,7 @@ def _vllm_config(d: Deployment, length: int) -> Any:
         pipeline_parallel_size=d.pipeline_parallel_size,
         dtype=d.dtype,
         quantization=d.quantization,
-        version=d.engine_version or vllm.DEFAULT_VERSION,
+        version=vllm.resolve_version(d.engine_version).line,
     )
 
 

@@ -72,6 +72,8 @@ class VllmPlan:
     gpu: GPU
     result: VllmResult
     max_context_tokens: int
+    version_asked: str = ""
+    version_note: str = ""
 
     @property
     def num_gpus(self) -> int:
@@ -174,6 +176,7 @@ def _ideal(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> Plan:
 def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
     from kvplan.engines import vllm
 
+    choice = vllm.resolve_version(r.version)
     cfg = vllm.VllmConfig(
         max_model_len=r.engine_max_model_len(spec),
         gpu_memory_utilization=r.gpu_memory_utilization,
@@ -186,10 +189,12 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
         pipeline_parallel_size=r.pipeline_parallel_size or 1,
         dtype=r.dtype,
         quantization=r.quantization,
-        version=r.version or vllm.DEFAULT_VERSION,
+        version=choice.line,
     )
     result = vllm.profile(spec, gpu, cfg)
-    return VllmPlan(spec.name, gpu, result, vllm.estimated_max_model_len(result))
+    return VllmPlan(
+        spec.name, gpu, result, vllm.estimated_max_model_len(result), choice.asked, choice.note
+    )
 
 
 def _token_pool(spec: ModelSpec, gpu: GPU, engine: str, r: PlanRequest) -> TokenPoolPlan:

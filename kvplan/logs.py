@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.arguments import as_gpu, as_spec
 from kvplan.catalog import load_model
-from kvplan.errors import KvplanError, ModelNotFoundError, SpecError, UnitError
+from kvplan.errors import (
+    KvplanError,
+    ModelNotFoundError,
+    SpecError,
+    UnitError,
+    UnknownEngineError,
+)
 from kvplan.files import TEXT_LIMIT_BYTES, read_text
 from kvplan.spec import MAX_TOKENS, ModelSpec
 from kvplan.units import GiB, MiB, abbreviate
@@ -190,7 +196,11 @@ def _vllm(
 ) -> Reconciliation:
     from kvplan.engines import vllm
 
-    version = _find(r"LLM engine \(v([\d.]+)", text) or vllm.DEFAULT_VERSION
+    version = (_find(r"LLM engine \(v([\d.]+)", text) or vllm.DEFAULT_VERSION).strip(".")
+    try:
+        choice = vllm.resolve_version(version)
+    except UnknownEngineError:
+        choice = vllm.resolve_version(None)
     spec = _model(
         _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
     )
@@ -207,7 +217,7 @@ def _vllm(
         max_num_batched_tokens=settings["max_num_batched_tokens"],
         max_num_seqs=settings["max_num_seqs"],
         block_size=settings["block_size"],
-        version=version if version in vllm.VERSIONS else vllm.DEFAULT_VERSION,
+        version=choice.line,
     )
     result = vllm.profile(spec, device, cfg)
     rows = _vllm_memory_rows(text, result, path)
@@ -215,7 +225,7 @@ def _vllm(
         _find(r"Available KV cache memory: ([\d.]+) GiB", text), "available KV cache memory", path
     )
     rows.append(_estimate_row("available KV cache memory", available, result.available_bytes))
-    notes: list[str] = []
+    notes: list[str] = [choice.note] if choice.note else []
     blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
     blocks = _count(blocks_text, "num_gpu_blocks", path, 0, 2**40) if blocks_text else None
     if available is not None:

@@ -403,3 +403,47 @@ def test_unknown_version() -> None:
 
     with pytest.raises(UnknownEngineError, match=r"modelled: 0\.8, 0\.19"):
         vllm.from_available(kvplan.load_model("llama-3.1-8b"), GiB, vllm.config(8, version="0.5"))
+
+
+@pytest.mark.parametrize(
+    ("typed", "line", "noted"),
+    [
+        ("0.19.1", "0.19", False),
+        ("v0.19", "0.19", False),
+        ("0.19.0", "0.19", False),
+        ("0.9.1", "0.19", False),  # the hybrid KV cache manager arrived in v0.9.1
+        ("0.9.0", "0.8", False),
+        ("0.8.5", "0.8", False),
+        ("0.32.0", "0.19", True),  # newer than every modelled line: the nearest, said so
+        ("0.7.3", "0.8", True),
+    ],
+)
+def test_engine_version_as_users_type_it(typed: str, line: str, noted: bool) -> None:
+    choice = vllm.resolve_version(typed)
+    assert choice.line == line
+    assert bool(choice.note) is noted
+    if noted:
+        assert f"using the {line} rules" in choice.note
+
+
+@pytest.mark.parametrize("typed", ["abc", "0", "0.19.1.2", "1e9.0", "v", "0.-1"])
+def test_engine_version_that_is_not_a_version(typed: str) -> None:
+    with pytest.raises(kvplan.KvplanError, match="write it as vLLM prints it"):
+        vllm.resolve_version(typed)
+
+
+def test_cli_says_which_line_stands_in() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    args = ["plan", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-e", "vllm", "-f", "json"]
+    newer = CliRunner().invoke(app, [*args, "--engine-version", "0.32.0"])
+    doc = json.loads(newer.stdout)
+    assert (doc["engine_version"], doc["engine_version_requested"]) == ("0.19", "0.32.0")
+    assert "newer than every modelled release line" in doc["engine_version_note"]
+    same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.19.1"]).stdout)
+    assert same["engine_version_note"] == ""
+    assert same["num_blocks"] == doc["num_blocks"]

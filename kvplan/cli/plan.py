@@ -150,7 +150,12 @@ MaxTotalTokensOpt = Annotated[
 PageSizeOpt = Annotated[int, typer.Option("--page-size", min=1, help="SGLang: tokens per page.")]
 EngineVersionOpt = Annotated[
     str | None,
-    _opt("--engine-version", help="Engine version to model (default: the newest modelled)."),
+    _opt(
+        "--engine-version",
+        help="Engine version as the engine prints it (vLLM 0.19.1, v0.19, 0.32.0): its release"
+        " line's rules; a release outside every modelled line takes the nearest and says so."
+        " Default: the newest modelled.",
+    ),
 ]
 
 

@@ -35,7 +35,7 @@ from fractions import Fraction
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
-from kvplan.errors import UnitError
+from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware import GPU
 from kvplan.layers import (
     ChunkedLocalAttention,
@@ -56,6 +56,56 @@ from kvplan.weights import model_weights, pipeline_partition
 #: ``tokens / max_model_len``. ``0.19``: the hybrid manager (v0.9.1-v0.19), as described above.
 VERSIONS = ("0.8", "0.19")
 DEFAULT_VERSION = "0.19"
+
+#: The releases each modelled line covers, oldest first: (line, first, last) as (major, minor,
+#: patch). v0.9.1 brought the hybrid KV cache manager.
+_LINES = (("0.8", (0, 8, 0), (0, 9, 0)), ("0.19", (0, 9, 1), (0, 19, 1 << 30)))
+
+
+@dataclass(frozen=True, slots=True)
+class VersionChoice:
+    """The modelled line used for the version a user asked for, and a note when they differ
+    (an older or newer release than any line covers)."""
+
+    asked: str
+    line: str
+    note: str
+
+
+def resolve_version(version: str | None) -> VersionChoice:
+    """The modelled line for what a user types: ``0.19.1``, ``v0.19``, ``0.32.0``, or None for the
+    newest. A release outside every line picks the nearest line and says so; text that is not
+    a version raises UnknownEngineError."""
+    if version is None:
+        return VersionChoice(DEFAULT_VERSION, DEFAULT_VERSION, "")
+    text = version.strip().lower().removeprefix("v")
+    parts = text.split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 6 for p in parts):
+        raise UnknownEngineError(
+            f"vLLM version {version[:40]!r}: write it as vLLM prints it, e.g. 0.19.1 or v0.32.0;"
+            f" modelled lines: {', '.join(VERSIONS)}"
+        )
+    release = (int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 0)
+    for line, first, last in _LINES:
+        if first <= release <= last:
+            return VersionChoice(version, line, "")
+    oldest, newest = _LINES[0], _LINES[-1]
+    line = oldest[0] if release < oldest[1] else newest[0]
+    where = "older than" if release < oldest[1] else "newer than"
+    return VersionChoice(
+        version,
+        line,
+        f"vLLM {text} is {where} every modelled release line; using the {line} rules"
+        f" (v{_span(line)}), the nearest",
+    )
+
+
+def _span(line: str) -> str:
+    for name, first, last in _LINES:
+        if name == line:
+            end = f"{last[0]}.{last[1]}.x" if last[2] >= 1 << 30 else ".".join(map(str, last))
+            return f"{first[0]}.{first[1]}.{first[2]}-{end}"
+    return line  # pragma: no cover - every line is in _LINES
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,10 +370,9 @@ def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:
 def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     """vLLM's start-up for ``spec`` on ``gpu``: budget, blocks, and its printed figures."""
     if cfg.version not in VERSIONS:
-        from kvplan.engines.base import UnknownEngineError
-
         raise UnknownEngineError(
             f"vLLM {cfg.version} is not modelled; modelled: {', '.join(VERSIONS)}"
+            " (resolve_version maps a release such as 0.19.1 to its line)"
         )
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     as_tensor_parallel_size(spec, tp)

@@ -30,6 +30,8 @@ def vllm_to_dict(p: VllmPlan) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "engine": "vllm",
         "engine_version": cfg.version,
+        "engine_version_requested": p.version_asked,
+        "engine_version_note": p.version_note,
         "model": p.model,
         "gpu": p.gpu.name,
         "tensor_parallel_size": cfg.tensor_parallel_size,
@@ -92,6 +94,7 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         f"[bold]{doc['model']}[/bold] on vLLM {doc['engine_version']} (V1),"
         f" {doc['num_gpus']} x {doc['gpu']} (TP {doc['tensor_parallel_size']} x PP"
         f" {doc['pipeline_parallel_size']}), utilization {doc['gpu_memory_utilization']}",
+        *([doc["engine_version_note"]] if doc["engine_version_note"] else []),
         table([("", "left"), ("", "right")], rows, show_header=False, key_style="bold"),
         "what vLLM prints:",
         *(f"  {line}" for line in doc["log_lines"]),
