@@ -143,7 +143,17 @@ def test_documented_output_is_real(
 
 # --- every count the docs state is computed here ------------------------------------------------
 
-_WORDS = {"both": 2, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_WORDS = {
+    "both": 2,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+}
 
 
 def _reference_log_ids() -> dict[str, tuple[str, ...]]:
@@ -162,6 +172,13 @@ def _kept_logs() -> list[Path]:
     return list((ROOT / "tests" / "data" / "logs").glob("*.log"))
 
 
+def _ci_oracle_cases() -> int:
+    """Cases .ci/run gives the live vLLM oracle (its --only list)."""
+    text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    listed = text.split("--only", 1)[1].split("\n  KVPLAN_VLLM_ORACLE", 1)[0]
+    return len(re.findall(r"[a-z0-9.]+-[a-z0-9.-]+", listed))
+
+
 def _counts() -> list[tuple[str, str, int]]:
     """(file, pattern whose group 1 is the count, the count computed now)."""
     import test_engine_vllm
@@ -172,6 +189,7 @@ def _counts() -> list[tuple[str, str, int]]:
     ids = _reference_log_ids()
     every_log = {i for group in ids.values() for i in group}
     vllm_19 = test_engine_vllm.CASES
+    oracle = json.loads((ROOT / "tests" / "data" / "vllm_oracle_0.32.0.json").read_text("utf-8"))
     models, gpus = len(list_models()), len(list_gpus())
     return [
         ("README.md", r"\*\*(\d+) bundled models\*\*", models),
@@ -189,6 +207,9 @@ def _counts() -> list[tuple[str, str, int]]:
         ("docs/engines.md", r"come out exactly as\s+printed \((\d+) of", len(vllm_19)),
         ("docs/engines.md", r"All (\w+) llama\.cpp and ik_llama\.cpp logs", len(ids["llamacpp"])),
         ("docs/engines.md", r"(\w+) reference logs \(Qwen3-235B", len(ids["sglang"])),
+        ("docs/engines.md", r"vllm_oracle_0\.32\.0\.json holds (\d+) cases", len(oracle)),
+        ("docs/engines.md", r"MLA, and (\d+) refusals", sum("error" in c for c in oracle)),
+        ("docs/engines.md", r"installs the engine and runs (\w+) of", _ci_oracle_cases()),
     ]
 
 
