@@ -63,6 +63,10 @@ CASES: list[dict[str, object]] = [
      "kv_bytes": 768 * MiB, "max_model_len": 8192, "block_size": 128},
     {"name": "refused-gpt-oss-20b", "fixture": "gpt-oss-20b", "kind": "sinks, refused",
      "kv_bytes": 256 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "mamba2-nemotron-h-8b", "fixture": "nemotron-h-8b", "kind": "Mamba2 hybrid",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "gdn-qwen3-next-80b-a3b", "fixture": "qwen3-next-80b-a3b", "kind": "gated delta net",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
     {"name": "mla-deepseek-v2-lite", "fixture": "deepseek-v2-lite", "kind": "MLA latent",
      "kv_bytes": 512 * MiB, "max_model_len": 8192, "block_size": 16},
 ]
@@ -112,7 +116,12 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
 
     folder = Path(tempfile.mkdtemp(prefix="kvplan-oracle-"))
     (folder / "config.json").write_text(json.dumps(shrunk_config(str(case["fixture"]))))
+    import torch
+
     record: dict[str, object] = {**case, "vllm_version": vllm.__version__}
+    # on a CPU with AVX-512 BF16 the CPU build keeps gated-delta-net state in float32 (its
+    # accelerated kernel); that is a CPU-only rule, so the recording says which CPU it had
+    record["cpu_avx512_bf16"] = bool(torch.cpu._is_avx512_bf16_supported())
     start = time.time()
     try:
         llm = LLM(

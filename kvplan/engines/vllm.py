@@ -282,9 +282,18 @@ FP8_DS_MLA_TOKEN_BYTES = 656  # 512 fp8 latent values + 4 fp32 scales + 64 bf16 
 
 
 def page_spec(
-    layer: LayerCache, tp: int, kv_cache_dtype: str, block_size: int, state_dtype: DType
+    layer: LayerCache,
+    tp: int,
+    kv_cache_dtype: str,
+    block_size: int,
+    state_dtype: DType,
+    conv_dtype: DType | None = None,
 ) -> PageSpec | None:
     """vLLM's cache spec of one layer on one rank; None for layers without a KV cache.
+
+    A recurrent layer keeps its SSM state in ``state_dtype`` (``--mamba-ssm-cache-dtype``) and
+    its convolution tail in ``conv_dtype`` (``--mamba-cache-dtype``, the model dtype; default:
+    ``state_dtype``).
 
     ``kv_cache_dtype`` is vLLM's flag value: an element type (``bfloat16``, ``fp8``...),
     ``int8_per_token_head``/``fp8_per_token_head`` (1 B a value plus one fp32 scale per token
@@ -315,9 +324,8 @@ def page_spec(
         case RecurrentState():
             shard = layer.shard(tp)
             assert isinstance(shard, RecurrentState)
-            state = state_dtype.row_bytes(shard.conv_values) + state_dtype.row_bytes(
-                shard.ssm_values
-            )
+            conv = (conv_dtype or state_dtype).row_bytes(shard.conv_values)
+            state = conv + state_dtype.row_bytes(shard.ssm_values)
             return PageSpec("mamba", state, block_size)
         case NoCache():
             return None
@@ -445,6 +453,22 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
 
 
+#: model types whose SSM state 0.32 keeps in float32 when --mamba-ssm-cache-dtype is auto
+#: (vllm/model_executor/models/config.py: NemotronH takes the config's mamba_ssm_cache_dtype,
+#: else float32); measured: Nemotron-H 8B's state page needs 1,152-token attention blocks
+_FLOAT32_SSM_STATE = {"0.32": ("nemotron_h",)}
+
+
+def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
+    """``--mamba-ssm-cache-dtype``: as given; auto keeps the state in the model dtype, except
+    for the model types a version keeps in float32."""
+    if cfg.mamba_ssm_cache_dtype not in (None, "auto"):
+        return cfg.mamba_ssm_cache_dtype
+    if spec.model_type in _FLOAT32_SSM_STATE.get(cfg.version, ()):
+        return "float32"
+    return None
+
+
 def layout(
     spec: ModelSpec, cfg: VllmConfig
 ) -> tuple[list[PageSpec | None], list[tuple[PageSpec, int]], int, int]:
@@ -453,11 +477,13 @@ def layout(
     served = _served_dtype(spec, cfg)
     model_dtype = resolve_dtype(served)
     cache_format = cfg.kv_cache_dtype or model_dtype.name
-    # mamba_ssm_cache_dtype "auto": the state is kept in the model dtype
-    state_dtype = resolve_dtype(cfg.mamba_ssm_cache_dtype or model_dtype.name)
+    state_dtype = resolve_dtype(_ssm_cache_dtype(spec, cfg) or model_dtype.name)
     tp = cfg.tensor_parallel_size
     layer_specs = _align_to_state_pages(
-        [page_spec(layer, tp, cache_format, cfg.block_size, state_dtype) for layer in spec.layers]
+        [
+            page_spec(layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype)
+            for layer in spec.layers
+        ]
     )
     if cfg.version == "0.8":
         # no hybrid manager yet: every attention layer keeps every token (one group)
