@@ -86,3 +86,28 @@ def test_refusals_and_the_estimated_maximum_length(case: dict[str, Any]) -> None
     assert ours.fit_blocks < ours.blocks_per_request
     (estimate,) = _printed(case, r"estimated maximum model length is (\d+)")
     assert vllm.estimated_max_model_len(ours) == int(estimate)
+
+
+def test_refusal_json_carries_the_estimated_maximum_length() -> None:
+    (case,) = [c for c in CASES if c["name"] == "exact-llama-3.1-8b"]
+    # 1 GiB = 64 blocks of 32 layers x 524,288 B; 0.32 holds one back: 63 x 128 = 8,064 tokens
+    log = _kvplan(case).to_engine_result().engine_log
+    assert log["estimated_max_model_len"] == 8064
+    (fits,) = [c for c in CASES if c["name"] == "gqa-llama-3.1-8b"]
+    assert "estimated_max_model_len" not in _kvplan(fits).to_engine_result().engine_log
+
+
+def test_json_block_size_is_the_one_the_engine_uses() -> None:
+    import json as json_module
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    (case,) = [c for c in CASES if c["name"] == "mamba2-nemotron-h-8b"]
+    (attention,) = [g for g in case["groups"] if g["spec"] == "FullAttentionSpec"]
+    args = ["plan", "nemotron-h-8b", "--gpu-memory", "80GiB", "-c", "8192", "-e", "vllm"]
+    args += ["--engine-version", "0.32", "--block-size", "128", "--kv-cache-memory", "1GiB"]
+    doc = json_module.loads(CliRunner().invoke(app, [*args, "-f", "json"]).stdout)
+    assert doc["block_size"] == attention["block_size"] == 1152
+    assert doc["requested_block_size"] == 128

@@ -259,6 +259,15 @@ class VllmResult:
         )
 
     def to_engine_result(self) -> EngineResult:
+        log: dict[str, int | float | str] = {
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
+            "max_concurrency": round(float(self.max_concurrency), 2),
+            "available_kv_cache_gib": round(self.available_bytes / GiB, 2),
+        }
+        if self.fit_blocks < self.blocks_per_request:
+            # vLLM refuses to start and prints the longest max_model_len that would fit
+            log["estimated_max_model_len"] = estimated_max_model_len(self)
         return EngineResult(
             engine="vllm",
             engine_version=self.config.version,
@@ -266,12 +275,7 @@ class VllmResult:
             num_blocks=self.num_gpu_blocks,
             block_size=self.block_size,
             kv_cache_tokens=self.gpu_kv_cache_tokens,
-            engine_log={
-                "num_gpu_blocks": self.num_gpu_blocks,
-                "gpu_kv_cache_tokens": self.gpu_kv_cache_tokens,
-                "max_concurrency": round(float(self.max_concurrency), 2),
-                "available_kv_cache_gib": round(self.available_bytes / GiB, 2),
-            },
+            engine_log=log,
             log_lines=self.log_lines(),
         )
 
