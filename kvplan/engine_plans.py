@@ -52,6 +52,7 @@ class PlanRequest:
     p99_length: int | None = None
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 1024
+    mamba_ssm_cache_dtype: str | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int = 1
@@ -182,6 +183,7 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
         gpu_memory_utilization=r.gpu_memory_utilization,
         max_num_batched_tokens=r.max_num_batched_tokens,
         max_num_seqs=r.max_num_seqs,
+        mamba_ssm_cache_dtype=r.mamba_ssm_cache_dtype,
         block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,

@@ -65,6 +65,9 @@ CASES: list[dict[str, object]] = [
      "kv_bytes": 256 * MiB, "max_model_len": 8192, "block_size": 128},
     {"name": "mamba2-nemotron-h-8b", "fixture": "nemotron-h-8b", "kind": "Mamba2 hybrid",
      "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "mamba2-nemotron-h-8b-bf16-state", "fixture": "nemotron-h-8b",
+     "kind": "Mamba2 hybrid, bfloat16 state", "kv_bytes": 1024 * MiB, "max_model_len": 8192,
+     "block_size": 128, "mamba_ssm_cache_dtype": "bfloat16"},
     {"name": "gdn-qwen3-next-80b-a3b", "fixture": "qwen3-next-80b-a3b", "kind": "gated delta net",
      "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
     {"name": "mla-deepseek-v2-lite", "fixture": "deepseek-v2-lite", "kind": "MLA latent",
@@ -135,6 +138,11 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
             max_num_batched_tokens=int(case["max_model_len"]),  # type: ignore[call-overload]
             block_size=int(case["block_size"]),  # type: ignore[call-overload]
             enable_prefix_caching=bool(case.get("prefix_caching", False)),
+            **(
+                {"mamba_ssm_cache_dtype": case["mamba_ssm_cache_dtype"]}
+                if "mamba_ssm_cache_dtype" in case
+                else {}
+            ),
         )
     except Exception as e:  # the refusal cases end here, with vLLM's own message
         record["error"] = f"{type(e).__name__}: {e}"[:2000]

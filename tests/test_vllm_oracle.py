@@ -35,6 +35,7 @@ def _kvplan(case: dict[str, Any]) -> vllm.VllmResult:
         max_num_batched_tokens=int(case["max_model_len"]),
         max_num_seqs=8,
         version="0.32",
+        mamba_ssm_cache_dtype=case.get("mamba_ssm_cache_dtype"),
     )
     return vllm.from_available(kvplan.load_model(case["fixture"]), int(case["kv_bytes"]), cfg)
 

@@ -122,6 +122,14 @@ BatchedTokensOpt = Annotated[
         help="Tokens per forward pass; sizes the activation estimate.",
     ),
 ]
+MambaSsmDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mamba-ssm-cache-dtype",
+        help="vLLM: dtype of Mamba / linear-attention SSM state: auto (the model dtype; from"
+        " 0.32 float32 for Nemotron-H), float32, bfloat16, float16.",
+    ),
+]
 MaxNumSeqsOpt = Annotated[
     int, typer.Option("--max-num-seqs", min=1, help="vLLM: sequences per step (sampler size).")
 ]
@@ -204,6 +212,7 @@ def plan_command(
     p99_length: P99LengthOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = 8192,
     max_num_seqs: MaxNumSeqsOpt = 1024,
+    mamba_ssm_cache_dtype: MambaSsmDtypeOpt = "auto",
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -253,6 +262,7 @@ def plan_command(
             shared_prefix_tokens=option("--shared-prefix", parse_tokens, shared_prefix),
             max_num_batched_tokens=max_num_batched_tokens,
             max_num_seqs=max_num_seqs,
+            mamba_ssm_cache_dtype=auto_none(mamba_ssm_cache_dtype),
             mem_fraction_static=(
                 option("--mem-fraction-static", parse_utilization, mem_fraction_static)
                 if mem_fraction_static is not None

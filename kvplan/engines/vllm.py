@@ -49,7 +49,7 @@ from kvplan.layers import (
 )
 from kvplan.spec import ModelSpec
 from kvplan.stages import walk_stages
-from kvplan.units import DType, GiB, MiB, cdiv, resolve_dtype
+from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition
 
 #: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
@@ -467,7 +467,13 @@ def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
     """``--mamba-ssm-cache-dtype``: as given; auto keeps the state in the model dtype, except
     for the model types a version keeps in float32."""
     if cfg.mamba_ssm_cache_dtype not in (None, "auto"):
-        return cfg.mamba_ssm_cache_dtype
+        name = resolve_dtype(cfg.mamba_ssm_cache_dtype).name
+        if name not in FLOAT_DTYPES:
+            raise UnitError(
+                f"--mamba-ssm-cache-dtype {cfg.mamba_ssm_cache_dtype!r}: vLLM takes auto,"
+                f" {', '.join(FLOAT_DTYPES)}"
+            )
+        return name
     if spec.model_type in _FLOAT32_SSM_STATE.get(cfg.version, ()):
         return "float32"
     return None
