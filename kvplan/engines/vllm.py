@@ -31,11 +31,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from itertools import pairwise
 
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
+from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
+    DEFAULT_VERSION as DEFAULT_VERSION,
+)
+from kvplan.engines.vllm_versions import (
+    FLOAT32_SSM_STATE,
+    HOLDS_NULL_BLOCK,
+)
+from kvplan.engines.vllm_versions import VERSIONS as VERSIONS
+from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
+from kvplan.engines.vllm_versions import resolve_version as resolve_version
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware import GPU
 from kvplan.layers import (
@@ -51,88 +60,6 @@ from kvplan.spec import ModelSpec
 from kvplan.stages import walk_stages
 from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition
-
-#: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
-#: kept as full attention, ``GPU KV cache size = num_blocks x block_size`` and concurrency
-#: ``tokens / max_model_len``. ``0.19``: the hybrid manager (v0.9.1-v0.19), as described above.
-#: ``0.32``: v0.32's KV-cache manager, measured against the real engine (its CPU build,
-#: tests/data/vllm_oracle_0.32.0.json): the 0.19 layout, plus (vllm/v1/core/kv_cache_utils.py)
-#: the printed ``KV cache size`` is ``int(concurrency x max_model_len)`` tokens, and one block
-#: (the block pool's null block) is held back before deciding whether a request fits and when
-#: estimating the longest that does. Its memory budget (CUDA-graph profiling) is not modelled
-#: yet: it stays 0.19's, so give ``--kv-cache-memory`` for exact figures.
-VERSIONS = ("0.8", "0.19", "0.32")
-DEFAULT_VERSION = "0.19"
-#: lines whose fit check holds the null block back
-_HOLDS_NULL_BLOCK = ("0.32",)
-
-#: The releases each modelled line covers, oldest first: (line, first, last) as (major, minor,
-#: patch). v0.9.1 brought the hybrid KV cache manager.
-_LINES = (
-    ("0.8", (0, 8, 0), (0, 9, 0)),
-    ("0.19", (0, 9, 1), (0, 19, 1 << 30)),
-    ("0.32", (0, 32, 0), (0, 32, 1 << 30)),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class VersionChoice:
-    """The modelled line used for the version a user asked for, and a note when they differ
-    (an older or newer release than any line covers)."""
-
-    asked: str
-    line: str
-    note: str
-
-
-def resolve_version(version: str | None) -> VersionChoice:
-    """The modelled line for what a user types: ``0.19.1``, ``v0.19``, ``0.32.0``, or None for the
-    newest. A release outside every line picks the nearest line and says so; text that is not
-    a version raises UnknownEngineError."""
-    if version is None:
-        return VersionChoice(DEFAULT_VERSION, DEFAULT_VERSION, "")
-    text = version.strip().lower().removeprefix("v")
-    parts = text.split(".")
-    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 6 for p in parts):
-        raise UnknownEngineError(
-            f"vLLM version {version[:40]!r}: write it as vLLM prints it, e.g. 0.19.1 or v0.32.0;"
-            f" modelled lines: {', '.join(VERSIONS)}"
-        )
-    release = (int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 0)
-    for line, first, last in _LINES:
-        if first <= release <= last:
-            return VersionChoice(version, line, "")
-    line, where = _nearest_line(release)
-    return VersionChoice(
-        version,
-        line,
-        f"vLLM {text} is {where} the modelled release lines; using the {line} rules"
-        f" (v{_span(line)}), the nearest",
-    )
-
-
-def _nearest_line(release: tuple[int, int, int]) -> tuple[str, str]:
-    """The line nearest to a release no line covers, and how it relates to the lines."""
-    if release < _LINES[0][1]:
-        return _LINES[0][0], "older than all"
-    if release > _LINES[-1][2]:
-        return _LINES[-1][0], "newer than all"
-    # between two lines: the nearer by minor release (a tie goes to the older, whose rules
-    # were read in full)
-    for (older, _, older_last), (newer, newer_first, _) in pairwise(_LINES):
-        if older_last < release < newer_first:
-            before = release[1] - older_last[1]
-            after = newer_first[1] - release[1]
-            return (older if before <= after else newer), "between"
-    return _LINES[-1][0], "newer than all"  # pragma: no cover - the ranges leave no other gap
-
-
-def _span(line: str) -> str:
-    for name, first, last in _LINES:
-        if name == line:
-            end = f"{last[0]}.{last[1]}.x" if last[2] >= 1 << 30 else ".".join(map(str, last))
-            return f"{first[0]}.{first[1]}.{first[2]}-{end}"
-    return line  # pragma: no cover - every line is in _LINES
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +174,7 @@ class VllmResult:
     def fit_blocks(self) -> int:
         """Blocks vLLM counts when deciding whether a request fits: all of them, or from 0.32
         all but the null block. A pool of exactly one request's blocks is refused there."""
-        held_back = 1 if self.config.version in _HOLDS_NULL_BLOCK else 0
+        held_back = 1 if self.config.version in HOLDS_NULL_BLOCK else 0
         return max(0, self.num_gpu_blocks - held_back)
 
     def log_lines(self) -> tuple[str, ...]:
@@ -457,12 +384,6 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
 
 
-#: model types whose SSM state 0.32 keeps in float32 when --mamba-ssm-cache-dtype is auto
-#: (vllm/model_executor/models/config.py: NemotronH takes the config's mamba_ssm_cache_dtype,
-#: else float32); measured: Nemotron-H 8B's state page needs 1,152-token attention blocks
-_FLOAT32_SSM_STATE = {"0.32": ("nemotron_h",)}
-
-
 def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
     """``--mamba-ssm-cache-dtype``: as given; auto keeps the state in the model dtype, except
     for the model types a version keeps in float32."""
@@ -474,7 +395,7 @@ def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
                 f" {', '.join(FLOAT_DTYPES)}"
             )
         return name
-    if spec.model_type in _FLOAT32_SSM_STATE.get(cfg.version, ()):
+    if spec.model_type in FLOAT32_SSM_STATE.get(cfg.version, ()):
         return "float32"
     return None
 
@@ -553,7 +474,7 @@ def _result(
         concurrency = Fraction(tokens, cfg.max_model_len)
     else:
         concurrency = Fraction(num_blocks, per_request)
-        if cfg.version in _HOLDS_NULL_BLOCK:
+        if cfg.version in HOLDS_NULL_BLOCK:
             tokens = num_blocks * cfg.max_model_len // per_request  # int(concurrency x length)
         else:
             tokens = num_blocks // len(groups) * block_size
