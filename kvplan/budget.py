@@ -28,7 +28,7 @@ from pydantic import (
 from kvplan.arguments import MAX_PARALLEL
 from kvplan.errors import KvplanError, SpecError, UnitError
 from kvplan.files import path_exists
-from kvplan.units import format_bytes, format_tokens, parse_bytes, parse_tokens
+from kvplan.units import format_bytes, format_tokens, fraction_of, parse_bytes, parse_tokens
 from kvplan.validation import field_names, line_locator, read_yaml, validate
 
 #: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
@@ -246,7 +246,7 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
 
         result = vllm.profile(spec, device, _vllm_config(d, length))
         stage = min(result.stages, key=lambda s: s.num_blocks)
-        concurrency = result.num_gpu_blocks // result.blocks_per_request
+        concurrency = result.max_requests
         # free: what the deployment could still use (docs/plan.md): the pool's blocks the
         # max_concurrency requests do not hold, plus any remainder of the pool and, with
         # --kv-cache-memory, usable memory it leaves; never the headroom above utilization
@@ -260,9 +260,7 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
         budget = (
             device.memory_bytes
             if d.kv_cache_memory is not None
-            else device.memory_bytes
-            * result.config.gpu_memory_utilization.numerator
-            // result.config.gpu_memory_utilization.denominator
+            else fraction_of(device.memory_bytes, result.config.gpu_memory_utilization)
         )
         return DeploymentFacts(
             fits=concurrency >= 1,

@@ -94,7 +94,7 @@ class VllmPlan:
 
     @property
     def max_concurrency(self) -> int:
-        return self.result.fit_blocks // self.result.blocks_per_request
+        return self.result.max_requests
 
     @property
     def fits(self) -> bool:

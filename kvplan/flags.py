@@ -40,7 +40,7 @@ from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware import GPU
 from kvplan.spec import ModelSpec
-from kvplan.units import DType, GiB, cdiv, resolve_dtype
+from kvplan.units import DType, GiB, cdiv, fraction_of, resolve_dtype
 from kvplan.weights import QUANTIZATIONS, Weights, model_weights, quantization_names
 
 __all__ = ["ENGINES", "EngineFlags", "layer_split", "recommend"]
@@ -298,7 +298,7 @@ def _vllm(t: _Target) -> EngineFlags:
     need = (t.n * probe.blocks_per_request + 1) * block_bytes
     overhead = probe.stages[-1].overhead
     used = overhead.weights_bytes + overhead.activation_bytes + overhead.non_torch_bytes + need
-    budget = t.gpu.memory_bytes * t.util.numerator // t.util.denominator
+    budget = fraction_of(t.gpu.memory_bytes, t.util)
     fits = used <= budget
     flags = [f"--kv-cache-memory={need}", f"--max-model-len={t.length}", f"--max-num-seqs={t.n}"]
     quant_note = _shared_flags(flags, t, "--tensor-parallel-size", kv_value, "--quantization")
@@ -350,7 +350,7 @@ def _sglang(t: _Target) -> EngineFlags:
     # above it starves them, and one of 1 or more is not a fraction at all
     ceiling = Fraction(repr(sglang.mem_fraction_static_auto(total, tp=t.tp)))
     fits = Fraction(fraction, 1000) <= ceiling
-    budget = total * ceiling.numerator // ceiling.denominator
+    budget = fraction_of(total, ceiling)
     flags = [f"--max-total-tokens={tokens}", f"--mem-fraction-static={_thousandths(fraction)}"]
     quant_note = _shared_flags(flags, t, "--tp", kv_value, "--quantization")
     note = (
@@ -515,7 +515,7 @@ def _tgi(t: _Target) -> EngineFlags:
     fits = num_blocks >= need_blocks
     required = weights + need_blocks * block
     # TGI 3.x: free - (1 - fraction x wiggle) x total, with --cuda-memory-fraction 1
-    budget = total * tgi.WIGGLE_ROOM.numerator // tgi.WIGGLE_ROOM.denominator
+    budget = fraction_of(total, tgi.WIGGLE_ROOM)
     flags = [
         f"--max-batch-total-tokens={t.n * t.length}",
         f"--max-total-tokens={t.length}",

@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 
 from kvplan.errors import UnitError
 
@@ -96,6 +97,11 @@ DTYPE_ALIASES: dict[str, str] = {
 
 #: dtypes a model's weights and activations (``torch_dtype``) may have.
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def fraction_of(num_bytes: int, fraction: Fraction) -> int:
+    """``floor(num_bytes x fraction)``, exact: 0.9 of 85,029,027,840 B is 76,526,125,056 B."""
+    return num_bytes * fraction.numerator // fraction.denominator
 
 
 def kv_dtype_name(k_dtype: DType, v_dtype: DType) -> str:

@@ -58,7 +58,7 @@ from kvplan.layers import (
 )
 from kvplan.spec import ModelSpec
 from kvplan.stages import walk_stages
-from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, resolve_dtype
+from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, fraction_of, resolve_dtype
 from kvplan.weights import model_weights, pipeline_partition
 
 
@@ -169,6 +169,11 @@ class VllmResult:
     def available_bytes(self) -> int:
         """What the first worker prints as ``Available KV cache memory``."""
         return self.stages[0].available_bytes
+
+    @property
+    def max_requests(self) -> int:
+        """Requests of ``max_model_len`` the pool holds at once, as vLLM's fit check counts."""
+        return self.fit_blocks // self.blocks_per_request
 
     @property
     def fit_blocks(self) -> int:
@@ -357,11 +362,7 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     layer_specs, groups, group_size, padding = layout(spec, cfg)
     page = groups[0][0].page_bytes
     weights = model_weights(spec, served, cfg.quantization)
-    usable = (
-        gpu.memory_bytes
-        * cfg.gpu_memory_utilization.numerator
-        // cfg.gpu_memory_utilization.denominator
-    )
+    usable = fraction_of(gpu.memory_bytes, cfg.gpu_memory_utilization)
     counts = pipeline_partition(spec.num_hidden_layers, pp)
     stages = []
     for stage in walk_stages(spec, counts, weights, tp):

@@ -9,7 +9,7 @@ from kvplan import dtypes
 from kvplan.arguments import as_fraction
 from kvplan.hardware import GPU
 from kvplan.spec import ModelSpec
-from kvplan.units import MiB
+from kvplan.units import MiB, fraction_of
 
 DEFAULT_UTILIZATION = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
@@ -68,7 +68,7 @@ def given_overhead(overhead_bytes: int) -> Overhead:
 
 def usable_bytes(total_bytes: int, utilization: Fraction) -> int:
     """``floor(total x utilization)``: what the engine may allocate on one GPU."""
-    return total_bytes * utilization.numerator // utilization.denominator
+    return fraction_of(total_bytes, utilization)
 
 
 def parse_utilization(value: float | str | Fraction) -> Fraction:
