@@ -349,3 +349,20 @@ def test_min_free_memory_never_counts_the_headroom(tmp_path: Path, engine: str) 
     assert result.exit_code == 1, result.stdout + result.stderr
     (checked,) = json.loads(result.stdout)["results"]
     assert 0 <= checked["actual"] < 4 * 1024**3
+
+
+@pytest.mark.parametrize(("version", "requests"), [("0.19", 1), ("0.32", 0)])
+def test_vllm_budget_counts_requests_as_the_version_does(
+    tmp_path: Path, version: str, requests: int
+) -> None:
+    # 1 GiB of 2 MiB blocks (16 tokens x 32 layers x 8 heads x 128 x 2 x 2 B) = 512 blocks, and
+    # an 8,192-token request needs 512: 0.19 holds it, 0.32 holds the null block back first
+    text = (
+        "deployments:\n  - name: d\n    model: llama-3.1-8b\n    gpu: h100\n    engine: vllm\n"
+        f"    engine_version: '{version}'\n    max_model_len: 8192\n    kv_cache_memory: 1GiB\n"
+        "    expect:\n      min_concurrency: 1\n"
+    )
+    result = runner.invoke(app, ["check", str(write(tmp_path, text)), "--format", "json"])
+    (checked,) = json.loads(result.stdout)["results"]
+    assert checked["actual"] == requests
+    assert result.exit_code == (0 if requests else 1)
