@@ -171,6 +171,8 @@ class ModelSpec(BaseModel):
     _layers: tuple[LayerCache, ...] = PrivateAttr(default=())
     _groups: tuple[tuple[LayerCache, int], ...] = PrivateAttr(default=())
     _terms: dict[tuple[str, str], tuple[LayerTerm, ...]] = PrivateAttr(default_factory=dict)
+    _resolved_from: str | None = PrivateAttr(default=None)
+    _provenance: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("torch_dtype")
     @classmethod
@@ -205,6 +207,26 @@ class ModelSpec(BaseModel):
         self._layers = layers
         self._groups = tuple(counts.items())
         return self
+
+    @property
+    def resolved_from(self) -> str | None:
+        """The name the user typed when it was read as a variant of this spec, else None."""
+        return self._resolved_from
+
+    @property
+    def provenance(self) -> tuple[str, ...]:
+        """How the spec was reached, one line each: how a typed name was read, which figures
+        were computed rather than read (a parameter count from the config's shapes). Empty for
+        a spec asked for by its own name or path."""
+        return self._provenance
+
+    def with_provenance(self, *lines: str, resolved_from: str | None = None) -> ModelSpec:
+        """A copy carrying more provenance lines (and the typed name, when given); the cache
+        geometry and every field stay as they are."""
+        copy = self.model_copy()
+        copy._provenance = (*self._provenance, *lines)
+        copy._resolved_from = resolved_from if resolved_from is not None else self._resolved_from
+        return copy
 
     @property
     def layers(self) -> tuple[LayerCache, ...]:
