@@ -48,6 +48,7 @@ class GPU:
     source: str
     aliases: tuple[str, ...] = ()
     unified_memory: bool = False
+    driver_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +87,38 @@ def list_gpus() -> tuple[GPU, ...]:
     return _catalog()[0]
 
 
+#: What ``--gpu`` names to plan for the GPUs of this machine (kvplan.local_gpus).
+LOCAL = "local"
+
+#: Brand words a driver prints before the model (``NVIDIA GeForce RTX 4090``, ``Tesla T4``,
+#: ``AMD Instinct MI300X``); dropped from the front of a name, so the vendor word is optional.
+_BRAND_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "apple"})
+_SEPARATORS = re.compile(r"[\s_-]+")
+
+
+def normalize_gpu_name(name: str) -> str:
+    """The key a GPU name is looked up by: lower case, each run of spaces, dashes and
+    underscores one dash, leading brand words dropped.
+
+    ``"NVIDIA A100-SXM4-80GB"`` and ``"a100 sxm4 80gb"`` both give ``"a100-sxm4-80gb"``;
+    ``"NVIDIA GeForce RTX 4090"`` gives ``"rtx-4090"``."""
+    words = _SEPARATORS.sub(" ", name.strip().lower()).split()
+    while len(words) > 1 and words[0] in _BRAND_WORDS:
+        words.pop(0)
+    return "-".join(words)
+
+
 def find_gpu(name: str) -> GPU:
-    """A catalog GPU by name or alias, case-insensitive (``h100`` is the H100 SXM 80GB)."""
-    key = name.strip().lower()
+    """A catalog GPU by name, alias or the product name its driver prints (``NVIDIA H100 80GB
+    HBM3``, ``Tesla T4``, ``AMD Instinct MI300X``), compared as ``normalize_gpu_name`` keys.
+
+    ``local`` is the GPU of this machine (kvplan.local_gpus: runs nvidia-smi or rocm-smi).
+    Raises UnknownGPUError with the nearest names for any other name."""
+    key = normalize_gpu_name(name)
+    if key == LOCAL:
+        from kvplan.local_gpus import local_gpus
+
+        return local_gpus().gpu
     known = _catalog()[1]
     if key in known:
         return known[key]
@@ -129,16 +159,22 @@ def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:
 @cache
 def _catalog() -> tuple[tuple[GPU, ...], dict[str, GPU]]:
     gpus = load_gpu_specs(gpu_specs_dir())
-    return gpus, {label.lower(): g for g in gpus for label in (g.name, *g.aliases)}
+    return gpus, {normalize_gpu_name(label): g for g in gpus for label in _labels(g)}
+
+
+def _labels(gpu: GPU) -> tuple[str, ...]:
+    """Every name ``gpu`` is found by: its name, aliases and driver names."""
+    return (gpu.name, *gpu.aliases, *gpu.driver_names)
 
 
 def load_gpu_specs(folder: str | Path) -> tuple[GPU, ...]:
     """Every GPU of the ``*.yaml`` files in ``folder``: files by ascending ``order``, GPUs in
     file order. Raises SpecError naming file, line and field for an invalid file, two files
-    with one ``order``, or a name or alias given twice (case-insensitive), across files too."""
+    with one ``order``, or a name, alias or driver name that two GPUs share (compared as
+    ``normalize_gpu_name`` keys), across files too."""
     paths = sorted(Path(folder).glob("*.yaml"))
     files = sorted((load_gpu_file(p) for p in paths), key=lambda f: f.order)
-    owner: dict[str, str] = {}
+    owner: dict[str, tuple[str, int, str]] = {}  # key -> file, position, whose name
     orders: dict[int, str] = {}
     for f in files:
         if f.order in orders:
@@ -148,12 +184,16 @@ def load_gpu_specs(folder: str | Path) -> tuple[GPU, ...]:
             labels = [
                 (("name",), gpu.name),
                 *((("aliases", j), a) for j, a in enumerate(gpu.aliases)),
+                *((("driver_names", d), d) for d in gpu.driver_names),
             ]
+            # One GPU may reach a key twice (the alias tesla-t4 is its name t4); two may not.
+            here = (f.path, i, f"{gpu.name} ({f.path})")
             for where, label in labels:
-                if label.lower() in owner:
-                    problem = f"{label!r} is already a name of {owner[label.lower()]}"
-                    _refuse(f, ("gpus", i, *where), problem)
-                owner[label.lower()] = f"{gpu.name} ({f.path})"
+                key = normalize_gpu_name(label)
+                if key == LOCAL or owner.get(key, here)[:2] != here[:2]:
+                    taken = "reserved for --gpu local" if key == LOCAL else owner[key][2]
+                    _refuse(f, ("gpus", i, *where), f"{label!r} is already a name of {taken}")
+                owner[key] = here
     return tuple(g for f in files for g in f.gpus)
 
 
@@ -188,6 +228,7 @@ def _to_gpu(entry: Any) -> GPU:
         source="; ".join([*parts, *entry.notes]),
         aliases=entry.aliases,
         unified_memory=entry.unified_memory,
+        driver_names=tuple(entry.driver_names),
     )
 
 
@@ -220,6 +261,21 @@ def _check_sources(sources: dict[str, str], figures: dict[str, Any]) -> dict[str
     if missing:
         raise ValueError(f"no source for {', '.join(missing)}; every figure needs its source")
     return sources
+
+
+#: A product name as a driver prints it: letters, digits, spaces and ``-_.+()/``.
+_DRIVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+()/-]{0,95}")
+
+
+def _check_driver_names(names: dict[str, str]) -> dict[str, str]:
+    """``driver_names`` (printed name -> where it was seen) when each name is printable."""
+    for name in names:
+        if not _DRIVER_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name[:70]!r}: a driver name is 1 to 96 letters, digits, spaces or"
+                " '-_.+()/', as nvidia-smi or rocm-smi print it"
+            )
+    return names
 
 
 @cache
@@ -259,6 +315,7 @@ def _file_model() -> tuple[Any, frozenset[str]]:
         bf16_flops: positive
         fp8_flops: positive | None
         unified_memory: StrictBool = False
+        driver_names: Annotated[dict[str, text], AfterValidator(_check_driver_names)] = {}
         sources: dict[str, text]
         notes: tuple[text, ...] = ()
 

@@ -17,6 +17,7 @@ from kvplan.hardware import (
     list_gpus,
     load_gpu_file,
     load_gpu_specs,
+    normalize_gpu_name,
 )
 from kvplan.units import GiB, format_bytes
 
@@ -348,3 +349,146 @@ def test_custom_gpu() -> None:
     based = custom_gpu(20 * GiB, find_gpu("l4"))
     assert based.memory_bytes == 20 * GiB
     assert based.bandwidth_bytes_per_s == find_gpu("l4").bandwidth_bytes_per_s
+
+
+# --- the names drivers print -------------------------------------------------------------------
+
+# Product names exactly as `nvidia-smi --query-gpu=name,memory.total --format=csv` prints them in
+# public logs and issue threads (e.g. "NVIDIA H100 80GB HBM3, 81559 MiB", "NVIDIA H200, 143771
+# MiB", "NVIDIA A100-SXM4-80GB, 81920 MiB", "NVIDIA A100-SXM4-40GB, 40960 MiB", "NVIDIA H100 PCIe,
+# 81559 MiB", "NVIDIA H100 NVL, 95830 MiB", "NVIDIA B200, 183359 MiB", "NVIDIA B300 SXM6 AC,
+# 275040 MiB", "NVIDIA GB200, 189471 MiB", "NVIDIA A10G, 23028 MiB", "NVIDIA L40S, 46068 MiB",
+# "NVIDIA GeForce RTX 4090, 24564 MiB", "NVIDIA RTX 6000 Ada Generation, 49140 MiB", "NVIDIA RTX
+# PRO 6000 Blackwell Server Edition, 97887 MiB", "Tesla T4, 15360 MiB", "Tesla V100-SXM2-32GB,
+# 32510 MiB") and as rocm-smi's "Card Series" prints AMD's ("AMD Instinct MI300X", "AMD Instinct
+# MI300X OAM"); then the same names typed without the vendor word, in other cases and with
+# dashes, spaces or underscores.
+DRIVER_NAMES = [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA H100 PCIe", "h100-pcie"),
+    ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA H200", "h200"),
+    ("NVIDIA H20", "h20"),
+    ("NVIDIA B200", "b200"),
+    ("NVIDIA B300 SXM6 AC", "b300"),
+    ("NVIDIA GB200", "gb200"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+    ("NVIDIA A10G", "a10g"),
+    ("NVIDIA A10", "a10"),
+    ("NVIDIA L4", "l4"),
+    ("NVIDIA L40S", "l40s"),
+    ("NVIDIA L40", "l40"),
+    ("NVIDIA GeForce RTX 3090", "rtx-3090"),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+    ("NVIDIA GeForce RTX 5090", "rtx-5090"),
+    ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"),
+    ("Tesla T4", "t4"),
+    ("Tesla V100-SXM2-16GB", "v100-16gb"),
+    ("Tesla V100-SXM2-32GB", "v100-32gb"),
+    ("Tesla V100-PCIE-32GB", "v100-32gb"),
+    ("AMD Instinct MI300X", "mi300x"),
+    ("AMD Instinct MI300X OAM", "mi300x"),
+    ("AMD Instinct MI325X", "mi325x"),
+    ("AMD Instinct MI355X", "mi355x"),
+    # without the vendor word, any case, separators interchangeable
+    ("H100 80GB HBM3", "h100-sxm"),
+    ("nvidia h100 80gb hbm3", "h100-sxm"),
+    ("NVIDIA_H100_80GB_HBM3", "h100-sxm"),
+    ("nvidia-h100-pcie", "h100-pcie"),
+    ("  NVIDIA   H200  ", "h200"),
+    ("GeForce RTX 4090", "rtx-4090"),
+    ("rtx 4090", "rtx-4090"),
+    ("RTX_6000_Ada_Generation", "rtx-6000-ada"),
+    ("t4", "t4"),
+    ("NVIDIA Tesla T4", "t4"),
+    ("v100 sxm2 32gb", "v100-32gb"),
+    ("Instinct MI300X", "mi300x"),
+    ("amd_instinct_mi325x", "mi325x"),
+    ("Apple M2 Ultra", "m2-ultra-192gb"),
+    # the memory size in the name picks the entry: 40GB and 80GB A100s are different GPUs
+    ("A100 SXM4 40GB", "a100-40gb"),
+    ("a100-sxm4-80gb", "a100-80gb"),
+    ("A100 40GB", "a100-40gb"),
+    ("A100 80GB", "a100-80gb"),
+    ("H100 80GB", "h100-sxm"),
+    ("NVIDIA V100-SXM2-16GB", "v100-16gb"),
+]
+
+
+@pytest.mark.parametrize(("printed", "name"), DRIVER_NAMES, ids=[p for p, _ in DRIVER_NAMES])
+def test_driver_printed_names(printed: str, name: str) -> None:
+    assert find_gpu(printed).name == name
+
+
+@pytest.mark.parametrize(
+    ("printed", "normalized"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("a100 _ - sxm4", "a100-sxm4"),
+        ("NVIDIA", "nvidia"),  # a brand word alone is kept, so it is refused, not emptied
+    ],
+)
+def test_normalize_gpu_name(printed: str, normalized: str) -> None:
+    assert normalize_gpu_name(printed) == normalized
+
+
+# Boards the catalog lacks are refused, never read as a neighbour (an A100 PCIe has other
+# bandwidth than the SXM4 entry), with the nearest names.
+@pytest.mark.parametrize(
+    ("printed", "suggested"),
+    [
+        ("NVIDIA A100 80GB PCIe", "a100-80gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+        ("NVIDIA H200 NVL", "h200"),
+        ("AMD Instinct MI250X", "mi300x"),
+        ("AMD Instinct MI210", "mi300x"),
+        ("NVIDIA RTX A6000", "rtx-6000-ada"),
+        ("NVIDIA GB300", "gb200"),
+        ("Tesla V100S-PCIE-32GB", "v100-32gb"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),
+    ],
+)
+def test_unknown_driver_names_are_refused(printed: str, suggested: str) -> None:
+    with pytest.raises(UnknownGPUError) as caught:
+        find_gpu(printed)
+    assert suggested in caught.value.suggestions
+    assert printed in str(caught.value)
+
+
+def test_driver_names_are_validated(tmp_path: Path) -> None:
+    entry = GOOD.replace(
+        "    sources:", "    driver_names:\n      'NVIDIA X; rm': seen\n    sources:"
+    )
+    path = _write(tmp_path, "x.yaml", entry)
+    with pytest.raises(SpecError, match=r"driver_names.*a driver name is 1 to 96"):
+        load_gpu_file(path)
+
+
+def test_driver_name_taken_by_another_gpu(tmp_path: Path) -> None:
+    _write(tmp_path, "a.yaml", GOOD)
+    other = GOOD.replace("order: 10", "order: 20").replace("x1", "x2")
+    # "NVIDIA X1" reads as x1 (vendor word dropped): the name of the GPU in a.yaml
+    other = other.replace("    sources:", "    driver_names:\n      NVIDIA X1: seen\n    sources:")
+    _write(tmp_path, "b.yaml", other)
+    with pytest.raises(
+        SpecError, match=r"driver_names.NVIDIA X1: 'NVIDIA X1' is already a name of x1"
+    ):
+        load_gpu_specs(tmp_path)
+
+
+def test_driver_names_load(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "    sources:", "    driver_names:\n      Example X1 HBM: seen\n    sources:"
+    )
+    (gpu,) = load_gpu_specs(_write(tmp_path, "x.yaml", text).parent)
+    assert gpu.driver_names == ("Example X1 HBM",)
+
+
+def test_local_is_reserved(tmp_path: Path) -> None:
+    _write(tmp_path, "a.yaml", GOOD.replace("name: x1", "name: local"))
+    with pytest.raises(SpecError, match="reserved for --gpu local"):
+        load_gpu_specs(tmp_path)
