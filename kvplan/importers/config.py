@@ -10,24 +10,28 @@ value of a type or range no rule anticipated is a SpecError naming the file, not
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvplan.errors import SpecError
 from kvplan.files import is_file, is_folder, read_text
+from kvplan.importers.parameters import Count, quantized_format
 from kvplan.importers.reading import CONFIG_NAME, NESTED, Config, Reading, mapping, read_json, whole
 from kvplan.importers.registry import (
     is_wrapper,
     rule_for,
     supported_model_types,
+    vision_for,
     wrapped_type,
 )
 from kvplan.importers.rules import Rule
 from kvplan.importers.safetensors import WeightCount, weights_in_folder
 from kvplan.spec import MAX_DIM, ModelSpec, parse_spec
 from kvplan.units import abbreviate
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +52,20 @@ def spec_from_config(config: Config, path: str = CONFIG_NAME) -> tuple[dict[str,
 
     Raises SpecError naming ``path`` for an unmapped model_type or a malformed config.
     """
+    r, _ = _guarded(_map, config, path)
+    return r.spec, r.notes
+
+
+def parameters_from_config(config: Config, path: str = CONFIG_NAME) -> Count:
+    """The parameters of the model a ``config.json`` describes, from its shapes alone
+    (``kvplan.importers.parameters``), its vision tower included. Raises SpecError naming
+    ``path`` when the config lacks a size the count needs."""
+    return _guarded(_count, config, path)
+
+
+def _guarded(step: Callable[[Config], T], config: Config, path: str) -> T:
     try:
-        return _map(config)
+        return step(config)
     except SpecError as e:
         raise SpecError(path, e.problems) from None
     except (TypeError, ValueError, AttributeError, ArithmeticError, RecursionError) as e:
@@ -57,7 +73,16 @@ def spec_from_config(config: Config, path: str = CONFIG_NAME) -> tuple[dict[str,
         raise SpecError(path, [f"malformed config: {str(e)[:200]}"]) from None
 
 
-def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
+def _count(config: Config) -> Count:
+    r, rule = _map(config)
+    count = rule.parameters(r)
+    vision = vision_for(config.get("model_type") if is_wrapper(config.get("model_type")) else None)
+    if vision is not None:
+        count += vision(config, r.spec["hidden_size"])
+    return count
+
+
+def _map(config: Config) -> tuple[Reading, Rule]:
     if not isinstance(config, Mapping):
         raise SpecError("", ["a config.json must be a JSON object"])
     model_type, rule, text, notes = _text_model(config)
@@ -73,7 +98,7 @@ def _map(config: Config) -> tuple[dict[str, Any], list[str]]:
             r.spec[key] = text[key]
     rule.state(r)
     _sizes(r, config)
-    return r.spec, r.notes
+    return r, rule
 
 
 def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
@@ -194,6 +219,7 @@ def import_config(path: str | Path, name: str | None = None, hf_id: str | None =
     shown = str(config_path)
     config = read_json(config_path)
     data, notes = spec_from_config(config, shown)
+    count = None
     if folder is not None:
         try:
             count = weights_in_folder(folder, config, data["torch_dtype"])
@@ -205,6 +231,7 @@ def import_config(path: str | Path, name: str | None = None, hf_id: str | None =
         quant = mapping(config.get("quantization_config"), "quantization_config")
     except SpecError as e:
         raise SpecError(shown, e.problems) from None
+    computed = None if count is not None else _add_computed(data, notes, config, quant, shown)
     if quant and "weight_dtype" not in data:
         notes.append(f"quantization_config {quant.get('quant_method')}: weights not counted")
     label = name or (hf_id.rsplit("/", 1)[-1].lower() if hf_id else _default_name(path, config))
@@ -216,7 +243,36 @@ def import_config(path: str | Path, name: str | None = None, hf_id: str | None =
     ordered["source"] = f"imported from {origin}" + (f"; {'; '.join(notes)}" if notes else "")
     ordered.update(data)
     spec = parse_spec(ordered, shown)
+    if computed is not None:
+        spec = spec.with_provenance(computed)
     return Imported(spec, ordered, tuple(notes), origin)
+
+
+def _add_computed(
+    data: dict[str, Any], notes: list[str], config: Config, quant: Config, shown: str
+) -> str | None:
+    """With no weights to read, the parameter count from the config's shapes, and the weight
+    format its ``quantization_config`` names; returns the provenance line, or None (with a
+    note) when the config lacks a size the count needs."""
+    try:
+        count = parameters_from_config(config, shown)
+    except SpecError as e:
+        notes.append(f"num_parameters not computed: {e.problems[0]}")
+        return None
+    line = (
+        f"num_parameters computed from the config's shapes: {count.total:,}"
+        " (no weights in the folder)"
+    )
+    data["num_parameters"] = count.total
+    if count.inactive:
+        data["num_active_parameters"] = count.total - count.inactive
+        line += f"; {count.total - count.inactive:,} active per token"
+    found = quantized_format(quant, count) if quant else None
+    if found is not None and found[1]:
+        data["weight_dtype"], data["num_quantized_parameters"] = found
+        line += f"; {found[1]:,} in {found[0]} (quantization_config)"
+    notes.append(line)
+    return line
 
 
 def _add_weights(data: dict[str, Any], notes: list[str], count: WeightCount) -> None:

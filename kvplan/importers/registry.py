@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.importers.parameters import VisionCounter
 from kvplan.importers.rules import Rule
 
 #: The layer kinds an architecture may list (``mla_latent`` is full attention through MLA's
@@ -39,6 +40,7 @@ class Architecture:
 _RULES: dict[str, Rule] = {}
 _WRAPPED: dict[str, str] = {}  # wrapper model_type -> the model_type of its text model
 _ARCHITECTURES: dict[str, Architecture] = {}
+_VISION: dict[str, VisionCounter] = {}  # wrapper model_type -> its vision tower's count
 
 
 def _add(architecture: Architecture) -> None:
@@ -62,13 +64,22 @@ def register(
     _RULES[model_type] = rule
 
 
-def register_wrapper(family: str, model_type: str, inner: str, notes: str) -> None:
+def register_wrapper(
+    family: str, model_type: str, inner: str, notes: str, vision: VisionCounter | None = None
+) -> None:
     """``model_type`` wraps a text model in a nested config (``text_config``...); the nested
     ``model_type``, or ``inner`` when the nested config has none, decides the rule. ``inner``
-    must be registered first."""
+    must be registered first. ``vision`` counts the parameters of its vision tower."""
     layer_kinds = _ARCHITECTURES[inner].layer_kinds
     _add(Architecture(model_type, family, layer_kinds, notes))
     _WRAPPED[model_type] = inner
+    if vision is not None:
+        _VISION[model_type] = vision
+
+
+def vision_for(model_type: str | None) -> VisionCounter | None:
+    """The vision tower count of a wrapper ``model_type``; None for anything else."""
+    return _VISION.get(model_type) if model_type is not None else None
 
 
 def rule_for(model_type: str) -> Rule | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import SpecError
+from kvplan.importers.parameters import Counter, count_llama
 from kvplan.importers.reading import Reading, as_list
 from kvplan.units import abbreviate
 
@@ -112,6 +113,8 @@ class Rule:
     - ``default_dtype``: the model dtype when the file states none (transformers: float32).
     - ``reads_head_dim``: False where ``head_dim`` means something else (MLA's latent).
     - ``state``: renames a family's own recurrent-state keys into the spec's, after ``extra``.
+    - ``parameters``: the parameter count from the config's shapes (``importers.parameters``),
+      used when a folder holds no weights; the default reads a Llama-shaped model.
     """
 
     kv_heads: Callable[[Reading], int | None] = kv_heads_default
@@ -121,3 +124,4 @@ class Rule:
     default_dtype: str = "float32"
     reads_head_dim: bool = True
     state: Callable[[Reading], None] = _no_state
+    parameters: Counter = count_llama

@@ -17,7 +17,7 @@ from kvplan.layers import LayerCache, tokens_retained
 from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
 from kvplan.stages import Stage, walk_stages
 from kvplan.units import DType
-from kvplan.weights import Weights, model_weights, pipeline_partition
+from kvplan.weights import Weights, pipeline_partition, weights_for_pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +176,8 @@ def stage_plans(
     dtypes ``chosen`` (``d.cache_dtypes()``); with ``max_model_len``, also what one request
     of that length holds and how many fit."""
     spec = d.spec
-    weights = model_weights(spec, chosen.model.name, d.quantization)
+    pool_given = d.kv_cache_memory_bytes is not None
+    weights = weights_for_pool(spec, chosen.model.name, d.quantization, pool_given=pool_given)
     overhead = d.overhead()
     usable = usable_bytes(d.gpu.memory_bytes, d.gpu_memory_utilization)
     counts = pipeline_partition(spec.num_hidden_layers, d.pipeline_parallel_size)

@@ -7,13 +7,63 @@ as they are; ``head_dim`` is not read, since the latent replaces it.
 
 from __future__ import annotations
 
+from kvplan.importers.parameters import (
+    Count,
+    decoder,
+    linear,
+    mlp,
+    moe,
+    norm,
+    shapes,
+    size,
+)
+from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule
 
 FAMILY = "deepseek"
 
 _MLA = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-_RULE = Rule(extra=_MLA, reads_head_dim=False)
+
+
+def _mla(r: Reading, hidden: int, heads: int) -> Count:
+    """MLA projections: q (through the ``q_lora_rank`` latent and its norm when set), the
+    joint K/V latent with the RoPE key, its norm, the per-head K/V up-projection, o."""
+    nope, rope = size(r, "qk_nope_head_dim"), size(r, "qk_rope_head_dim")
+    v_dim, kv_rank = size(r, "v_head_dim"), size(r, "kv_lora_rank")
+    q_dim = heads * (nope + rope)
+    if r.get("q_lora_rank") is None:
+        q = linear(hidden, q_dim)
+    else:
+        q_rank = size(r, "q_lora_rank")
+        q = linear(hidden, q_rank) + norm(q_rank) + linear(q_rank, q_dim)
+    kv = linear(hidden, kv_rank + rope) + norm(kv_rank) + linear(kv_rank, heads * (nope + v_dim))
+    return q + kv + linear(heads * v_dim, hidden)
+
+
+def _count_deepseek(r: Reading) -> Count:
+    """MLA attention; dense MLP on the first ``first_k_dense_replace`` layers, then every
+    ``moe_layer_freq``-th layer routed experts plus ``n_shared_experts`` shared ones (one MLP
+    of their joint width) and a router, with V3's ``e_score_correction_bias`` (noaux_tc).
+    The multi-token-prediction layers (``num_nextn_predict_layers``) are not counted."""
+    s = shapes(r)
+    base = _mla(r, s.hidden, s.heads) + norm(s.hidden).times(2)
+    dense = base + mlp(s.hidden, size(r, "intermediate_size"))
+    num_experts = size(r, "n_routed_experts", default=0, minimum=0)
+    if not num_experts:
+        return decoder(s, dense.times(s.layers))
+    width = size(r, "moe_intermediate_size")
+    first = size(r, "first_k_dense_replace", default=0, minimum=0)
+    every = size(r, "moe_layer_freq", default=1)
+    shared = size(r, "n_shared_experts", default=0, minimum=0) * width
+    active = size(r, "num_experts_per_tok")
+    bias = r.get("topk_method") == "noaux_tc"
+    sparse = base + moe(s.hidden, width, num_experts, active, shared, bias)
+    num_sparse = sum(1 for i in range(first, s.layers) if i % every == 0)
+    return decoder(s, sparse.times(num_sparse) + dense.times(s.layers - num_sparse))
+
+
+_RULE = Rule(extra=_MLA, reads_head_dim=False, parameters=_count_deepseek)
 _NOTES = "MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer (no factor 2)"
 
 for _type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):

@@ -4,6 +4,17 @@
 
 from __future__ import annotations
 
+from kvplan.importers.parameters import (
+    Count,
+    decoder,
+    flag,
+    linear,
+    mlp,
+    moe,
+    norm,
+    shapes,
+    size,
+)
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
 from kvplan.importers.rules import UNIFORM_KINDS, Rule
@@ -19,12 +30,61 @@ def _kv_heads_chatglm(r: Reading) -> int | None:
     return None
 
 
+def _count_chatglm(r: Reading) -> Count:
+    """Fused query_key_value (``add_qkv_bias``), dense and a gated MLP of ``ffn_hidden_size``
+    (``add_bias_linear``), two RMSNorms (LayerNorms without ``rmsnorm``), untied output."""
+    s = shapes(r)
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    bias = flag(r, "add_bias_linear")
+    layer = linear(s.hidden, q + 2 * kv, flag(r, "add_qkv_bias")) + linear(q, s.hidden, bias)
+    layer += mlp(s.hidden, size(r, "ffn_hidden_size"), bias=bias)
+    one_norm = norm(s.hidden, bias=not flag(r, "rmsnorm", default=True))
+    last = one_norm if flag(r, "post_layer_norm", default=True) else Count()
+    return decoder(s, (layer + one_norm.times(2)).times(s.layers), last)
+
+
+def _glm4_attention(r: Reading) -> Count:
+    """GLM-4 attention: q, k, v biases (``attention_bias``) but none on o; q/k norms of
+    head_dim with ``use_qk_norm``."""
+    s = shapes(r)
+    layer = s.attention(flag(r, "attention_bias"), False)
+    return layer + (norm(s.head_dim).times(2) if flag(r, "use_qk_norm") else Count())
+
+
+def _count_glm4(r: Reading) -> Count:
+    """GLM-4-0414: four RMSNorms a layer (before and after attention and MLP)."""
+    s = shapes(r)
+    layer = _glm4_attention(r) + mlp(s.hidden, size(r, "intermediate_size"))
+    return decoder(s, (layer + norm(s.hidden).times(4)).times(s.layers))
+
+
+def _count_glm4_moe(r: Reading) -> Count:
+    """GLM-4.5: dense MLP on the first ``first_k_dense_replace`` layers, then routed experts,
+    ``n_shared_experts`` shared ones and a router with its correction bias. The
+    multi-token-prediction layers are not counted."""
+    s = shapes(r)
+    base = _glm4_attention(r) + norm(s.hidden).times(2)
+    dense = base + mlp(s.hidden, size(r, "intermediate_size"))
+    width = size(r, "moe_intermediate_size")
+    shared = size(r, "n_shared_experts", default=0, minimum=0) * width
+    num_experts, active = size(r, "n_routed_experts"), size(r, "num_experts_per_tok")
+    sparse = base + moe(s.hidden, width, num_experts, active, shared, router_bias=True)
+    first = min(size(r, "first_k_dense_replace", default=0, minimum=0), s.layers)
+    return decoder(s, dense.times(first) + sparse.times(s.layers - first))
+
+
 register(
     FAMILY,
     "chatglm",
-    Rule(kv_heads=_kv_heads_chatglm),
+    Rule(kv_heads=_kv_heads_chatglm, parameters=_count_chatglm),
     UNIFORM_KINDS,
     "K/V heads from multi_query_group_num, head_dim from kv_channels",
 )
-register(FAMILY, "glm4", Rule(), UNIFORM_KINDS, "read as llama")
-register(FAMILY, "glm4_moe", Rule(), UNIFORM_KINDS, "read as llama; the experts share one cache")
+register(FAMILY, "glm4", Rule(parameters=_count_glm4), UNIFORM_KINDS, "read as llama")
+register(
+    FAMILY,
+    "glm4_moe",
+    Rule(parameters=_count_glm4_moe),
+    UNIFORM_KINDS,
+    "read as llama; the experts share one cache",
+)

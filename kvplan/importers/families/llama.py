@@ -7,7 +7,19 @@ applies to every layer. Mistral's config class alone fills a missing window in.
 
 from __future__ import annotations
 
-from kvplan.importers.reading import Reading
+from kvplan.importers.parameters import (
+    Count,
+    decoder,
+    flag,
+    linear,
+    mlp,
+    norm,
+    plain,
+    shapes,
+    size,
+    vision,
+)
+from kvplan.importers.reading import Config, Reading, mapping
 from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
 
@@ -25,6 +37,68 @@ def _layers_mistral(r: Reading, n: int) -> None:
 
 _MISTRAL = Rule(layers=_layers_mistral, defaults={"sliding_window": 4096})
 
+# PixtralVisionConfig defaults (configuration_pixtral.py).
+_PIXTRAL = {
+    "hidden_size": 1024,
+    "intermediate_size": 4096,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "patch_size": 16,
+}
+
+
+def _count_pixtral(config: Config, text_hidden: int) -> Count:
+    """Mistral 3's Pixtral tower (patch conv without bias, RMSNorms, bias-free attention and
+    gated MLP; RoPE, so no position table) and its projector: an RMSNorm, the patch merger
+    (``spatial_merge_size``^2 patches into one) and two Linear layers to the text width."""
+    v = Reading("pixtral", mapping(config.get("vision_config"), "vision_config"), _PIXTRAL)
+    h, heads = size(v, "hidden_size"), size(v, "num_attention_heads")
+    inner = heads * size(v, "head_dim", default=h // heads)
+    patch, channels = size(v, "patch_size"), size(v, "num_channels")
+    layer = linear(h, 3 * inner) + linear(inner, h) + mlp(h, size(v, "intermediate_size"))
+    tower = plain(channels * patch * patch * h) + norm(h)
+    tower += (layer + norm(h).times(2)).times(size(v, "num_hidden_layers"))
+    merge = size(Reading("mistral3", config), "spatial_merge_size", default=2)
+    layers_used = config.get("vision_feature_layer", -1)
+    num_used = len(layers_used) if isinstance(layers_used, list) else 1
+    bias = bool(config.get("multimodal_projector_bias", True))
+    projector = norm(h) + linear(h * merge * merge, h)
+    projector += linear(h * num_used, text_hidden, bias) + linear(text_hidden, text_hidden, bias)
+    return vision(tower + projector)
+
+
+def _count_cohere(r: Reading) -> Count:
+    """Command R: attention and MLP in parallel after one LayerNorm without bias; q/k
+    LayerNorms per head with ``use_qk_norm``; tied embeddings."""
+    s = shapes(r)
+    bias = flag(r, "attention_bias")
+    layer = s.attention(bias, bias) + mlp(s.hidden, size(r, "intermediate_size")) + norm(s.hidden)
+    if flag(r, "use_qk_norm"):
+        layer += norm((s.heads + s.kv_heads) * s.head_dim)
+    return decoder(s, layer.times(s.layers))
+
+
+def _count_olmo2(r: Reading) -> Count:
+    """OLMo 2: norms after attention and after the MLP (no input norm), and RMSNorms over all
+    of q and all of k."""
+    s = shapes(r)
+    bias = flag(r, "attention_bias")
+    layer = s.attention(bias, bias) + norm((s.heads + s.kv_heads) * s.head_dim)
+    layer += mlp(s.hidden, size(r, "intermediate_size")) + norm(s.hidden).times(2)
+    return decoder(s, layer.times(s.layers))
+
+
+def _count_starcoder2(r: Reading) -> Count:
+    """StarCoder2: biased projections (``use_bias``), a c_fc/c_proj MLP (not gated),
+    LayerNorms with bias."""
+    s = shapes(r)
+    bias = flag(r, "use_bias", default=True)
+    layer = s.attention(bias, bias) + norm(s.hidden, bias=True).times(2)
+    layer += mlp(s.hidden, size(r, "intermediate_size"), gated=False, bias=bias)
+    return decoder(s, layer.times(s.layers), norm(s.hidden, bias=True))
+
+
 register(
     FAMILY,
     "llama",
@@ -41,12 +115,25 @@ register(
 )
 register(FAMILY, "mixtral", Rule(), UNIFORM_KINDS, "read as llama; the experts share one cache")
 register_wrapper(
-    FAMILY, "mistral3", "mistral", "Mistral 3 with vision: the text model in text_config"
+    FAMILY,
+    "mistral3",
+    "mistral",
+    "Mistral 3 with vision: the text model in text_config",
+    vision=_count_pixtral,
 )
-for _type, _name in (
-    ("cohere", "Command R"),
-    ("olmo2", "OLMo 2"),
-    ("starcoder2", "StarCoder2"),
-    ("internlm2", "InternLM2"),
-):
-    register(FAMILY, _type, Rule(), UNIFORM_KINDS, f"{_name}: read as llama")
+register(
+    FAMILY,
+    "cohere",
+    Rule(defaults={"tie_word_embeddings": True}, parameters=_count_cohere),
+    UNIFORM_KINDS,
+    "Command R: read as llama",
+)
+register(FAMILY, "olmo2", Rule(parameters=_count_olmo2), UNIFORM_KINDS, "OLMo 2: read as llama")
+register(
+    FAMILY,
+    "starcoder2",
+    Rule(parameters=_count_starcoder2),
+    UNIFORM_KINDS,
+    "StarCoder2: read as llama",
+)
+register(FAMILY, "internlm2", Rule(), UNIFORM_KINDS, "InternLM2: read as llama")

@@ -7,7 +7,20 @@ then derives it from ``no_rope_layer_interval`` (default 4: every fourth layer i
 
 from __future__ import annotations
 
-from kvplan.importers.reading import Reading, as_list, whole
+from kvplan.importers.parameters import (
+    Count,
+    decoder,
+    flag,
+    linear,
+    mlp,
+    moe,
+    norm,
+    plain,
+    shapes,
+    size,
+    vision,
+)
+from kvplan.importers.reading import Config, Reading, as_list, mapping, whole
 from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import Rule, layers_explicit
 
@@ -34,14 +47,69 @@ def _layers_llama4(r: Reading, n: int) -> None:
     r.notes.append(f"layer_types from {why}: RoPE layers chunked ({chunk}), NoPE layers full")
 
 
+# Llama4VisionConfig defaults (configuration_llama4.py).
+_VISION = {
+    "hidden_size": 768,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 34,
+    "num_channels": 3,
+    "image_size": 448,
+    "patch_size": 14,
+    "projector_input_dim": 4096,
+    "projector_output_dim": 4096,
+    "vision_output_dim": 7680,
+}
+
+
+def _count_llama4(r: Reading) -> Count:
+    """Bias-free attention (its q/k norm has no weights); every ``interleave_moe_layer_step``-th
+    layer routed experts (fused gate/up), a shared expert and a router, the other layers a
+    dense MLP of ``intermediate_size_mlp``; two RMSNorms a layer."""
+    s = shapes(r)
+    bias = flag(r, "attention_bias")
+    base = s.attention(bias, bias) + norm(s.hidden).times(2)
+    width = size(r, "intermediate_size")
+    num_experts, active = size(r, "num_local_experts"), size(r, "num_experts_per_tok", default=1)
+    sparse = base + moe(s.hidden, width, num_experts, active, shared_width=width)
+    dense = base + mlp(s.hidden, size(r, "intermediate_size_mlp", default=width))
+    num_sparse = s.layers // size(r, "interleave_moe_layer_step", default=1)
+    return decoder(s, sparse.times(num_sparse) + dense.times(s.layers - num_sparse))
+
+
+def _count_vision(config: Config, text_hidden: int) -> Count:
+    """Llama 4's vision tower (unfolded patch projection, class token, learned positions,
+    LayerNorms and biased encoder layers), its pixel-shuffle MLP and the projector."""
+    v = Reading(
+        "llama4_vision_model", mapping(config.get("vision_config"), "vision_config"), _VISION
+    )
+    h, width = size(v, "hidden_size"), size(v, "intermediate_size")
+    patch, channels = size(v, "patch_size"), size(v, "num_channels")
+    positions = (size(v, "image_size") // patch) ** 2 + 1
+    layer = linear(h, h, True).times(4) + mlp(h, width, gated=False, bias=True)
+    layer += norm(h, bias=True).times(2)
+    tower = plain(channels * patch * patch * h + h + positions * h) + norm(h, bias=True).times(2)
+    tower += layer.times(size(v, "num_hidden_layers"))
+    adapter = linear(width, size(v, "projector_input_dim"))
+    adapter += linear(size(v, "projector_input_dim"), size(v, "projector_output_dim"))
+    projector = linear(size(v, "vision_output_dim"), text_hidden)
+    return vision(tower + adapter + projector)
+
+
 register(
     FAMILY,
     "llama4_text",
     Rule(
         layers=_layers_llama4,
         defaults={"attention_chunk_size": 8192, "no_rope_layer_interval": 4},
+        parameters=_count_llama4,
     ),
     ("full_attention", "chunked_attention"),
     "RoPE layers chunked (attention_chunk_size), NoPE layers global (no_rope_layers)",
 )
-register_wrapper(FAMILY, "llama4", "llama4_text", "Llama 4: the text model in text_config")
+register_wrapper(
+    FAMILY,
+    "llama4",
+    "llama4_text",
+    "Llama 4: the text model in text_config",
+    vision=_count_vision,
+)

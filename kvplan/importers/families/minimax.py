@@ -4,6 +4,7 @@ says 1. The checkpoint is bfloat16, which its config does not state."""
 from __future__ import annotations
 
 from kvplan.errors import SpecError
+from kvplan.importers.parameters import Count, decoder, linear, moe, norm, shapes, size
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, layers_explicit, pattern_every
@@ -37,7 +38,31 @@ def _lightning_state(r: Reading) -> None:
     r.notes.append(f"linear attention state: {heads} heads x {dim} x {dim}, no conv")
 
 
-_RULE = Rule(layers=_layers_minimax, state=_lightning_state, default_dtype="bfloat16")
+def _count_minimax(r: Reading) -> Count:
+    """Lightning layers (fused qkv, output gate, RMSNorm over the heads, out_proj) or softmax
+    GQA layers, each followed by ``num_local_experts`` experts and a router; two RMSNorms."""
+    s = shapes(r)
+    inner = s.heads * s.head_dim
+    lightning = linear(s.hidden, 4 * inner) + norm(inner) + linear(inner, s.hidden)
+    ffn = moe(
+        s.hidden,
+        size(r, "intermediate_size"),
+        size(r, "num_local_experts"),
+        size(r, "num_experts_per_tok"),
+    )
+    ffn += norm(s.hidden).times(2)
+    kinds = r.spec["layer_types"]
+    num_linear = kinds.count("linear_attention")
+    mixers = lightning.times(num_linear) + s.attention().times(len(kinds) - num_linear)
+    return decoder(s, mixers + ffn.times(s.layers))
+
+
+_RULE = Rule(
+    layers=_layers_minimax,
+    state=_lightning_state,
+    default_dtype="bfloat16",
+    parameters=_count_minimax,
+)
 _NOTES = "attn_type_list (1 softmax, 0 lightning); state heads x head_dim^2; bfloat16 default"
 
 # minimax_text_01 is the released file's name for the minimax architecture.
