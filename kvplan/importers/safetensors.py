@@ -4,6 +4,10 @@ A safetensors file starts with an 8-byte little-endian header length and a JSON 
 each tensor's dtype and shape; only that header is read, never the tensors. The header is
 third-party input: a length past 100 MiB, a dtype that is not a safetensors name, a shape that
 is not a short list of sizes, or a total past ``MAX_PARAMETERS`` is a SpecError naming the file.
+
+A local folder and the Hub share one path: each file's header dict is checked by
+``check_header`` and the headers are counted by ``weights_from_headers``; only where the header
+bytes come from differs (``read_safetensors_header`` here, range requests in ``hub``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,14 +67,23 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
         header = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
         header = None
-    if len(raw) < length or not isinstance(header, dict):
-        raise SpecError(str(path), ["not a safetensors file: the header is not a JSON object"])
+    if len(raw) < length:
+        header = None
+    return check_header(header, str(path))
+
+
+def check_header(header: Any, where: str) -> dict[str, Any]:
+    """``header`` when it is a safetensors header (tensor name -> {dtype, shape}); SpecError
+    naming ``where`` (a file, or a file on the Hub) when it is not an object or an entry's dtype
+    or shape is malformed."""
+    if not isinstance(header, dict):
+        raise SpecError(where, ["not a safetensors file: the header is not a JSON object"])
     try:
         for name, info in header.items():
             if name != "__metadata__":
                 _tensor(name, info)
     except SpecError as e:
-        raise SpecError(str(path), [f"not a safetensors file: {e.problems[0]}"]) from None
+        raise SpecError(where, [f"not a safetensors file: {e.problems[0]}"]) from None
     return header
 
 
@@ -136,19 +151,55 @@ def _weight_dtype(method: str, bits: int) -> str | None:
     return {"fp8": "fp8_e4m3", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}.get(method)
 
 
+def weights_from_headers(
+    headers: Mapping[str, Any], config: Config, where: str = ""
+) -> WeightCount:
+    """The checkpoint's parameters from the header of each of its files (file name -> header
+    dict), wherever the headers were read; ``where`` ends the description (`` on the Hub``).
+
+    Raises SpecError naming the file of a malformed header, or for a malformed
+    ``quantization_config``.
+    """
+    quant = mapping(config.get("quantization_config"), "quantization_config")
+    merged: dict[str, Any] = {}
+    for name, header in headers.items():
+        merged.update(check_header(header, name))
+    return count_parameters(merged, quant, f"safetensors headers of {len(headers)} file(s){where}")
+
+
+#: The count of a checkpoint whose headers were read elsewhere (the Hub), for the folder that
+#: holds its config.json without the weights; set by ``headers_read_elsewhere``.
+_ELSEWHERE: ContextVar[tuple[Path, WeightCount] | None] = ContextVar(
+    "kvplan_weights_elsewhere", default=None
+)
+
+
+@contextmanager
+def headers_read_elsewhere(folder: Path, count: WeightCount) -> Iterator[None]:
+    """Within the block, ``weights_in_folder(folder)`` answers ``count``: the importer reads a
+    Hub snapshot (config.json and the index) as a folder, with the weights left on the Hub."""
+    token = _ELSEWHERE.set((folder, count))
+    try:
+        yield
+    finally:
+        _ELSEWHERE.reset(token)
+
+
 def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightCount | None:
     """The checkpoint's parameters, from shard headers, else from the index's total_size when
     the checkpoint is unquantized (one dtype); None when the folder has neither."""
+    elsewhere = _ELSEWHERE.get()
+    if elsewhere is not None and elsewhere[0] == folder:
+        return elsewhere[1]
     shards = sorted(folder.glob("*.safetensors"))
-    quant = mapping(config.get("quantization_config"), "quantization_config")
     if shards:
-        headers: dict[str, Any] = {}
-        for shard in shards:
-            headers.update(read_safetensors_header(shard))
-        return count_parameters(headers, quant, f"safetensors headers of {len(shards)} file(s)")
+        return weights_from_headers(
+            {str(shard): read_safetensors_header(shard) for shard in shards}, config
+        )
     index = folder / INDEX_NAME
     if not is_file(index):
         return None
+    quant = mapping(config.get("quantization_config"), "quantization_config")
     data = read_json(index)
     try:
         metadata = mapping(data.get("metadata"), "metadata")
