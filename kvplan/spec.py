@@ -52,6 +52,8 @@ MAX_DIM = 2**24
 MAX_TOKENS = 2**40
 #: Parameter counts.
 MAX_PARAMETERS = 2**50
+#: A byte count of weights: 2**50 parameters of 4 bytes.
+MAX_WEIGHT_BYTES = 2**52
 #: Characters of a name or Hugging Face id.
 MAX_NAME_CHARS = 256
 
@@ -61,6 +63,19 @@ Dim = Annotated[StrictInt, Field(gt=0, le=MAX_DIM)]
 Tokens = Annotated[StrictInt, Field(gt=0, le=MAX_TOKENS)]
 Parameters = Annotated[StrictInt, Field(gt=0, le=MAX_PARAMETERS)]
 Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
+
+
+class StoredWeights(BaseModel):
+    """Weight bytes as one file stores them, split as the engines place them: the token
+    embedding (llama.cpp keeps it on the host), each decoder layer, and the output side (the
+    head, 0 when tied, plus the final norm and other tensors outside the layers)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    embedding_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)]
+    layers_bytes: tuple[Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)], ...]
+    output_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)]
+    format: Name = Field(description="What the file calls its weight format (Q4_K_M...).")
 
 
 class ModelSpec(BaseModel):
@@ -167,6 +182,11 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: StrictBool | None = Field(
         None, description="Input embedding and output head share one matrix."
     )
+    stored_weight_bytes: StoredWeights | None = Field(
+        None,
+        description="Weight bytes exactly as a file stores them (a GGUF tensor table): used"
+        " as they are unless a dtype or quantization re-formats the weights.",
+    )
 
     _layers: tuple[LayerCache, ...] = PrivateAttr(default=())
     _groups: tuple[tuple[LayerCache, int], ...] = PrivateAttr(default=())
@@ -200,6 +220,12 @@ class ModelSpec(BaseModel):
             # GQA shares each KV head by heads / kv query heads: it must be a whole number.
             relation = "is more than" if kv > heads else "does not divide"
             raise ValueError(f"num_key_value_heads: {kv} {relation} num_attention_heads {heads}")
+        stored = self.stored_weight_bytes
+        if stored is not None and len(stored.layers_bytes) != self.num_hidden_layers:
+            raise ValueError(
+                f"stored_weight_bytes.layers_bytes: {len(stored.layers_bytes)} entries for"
+                f" {self.num_hidden_layers} layers (num_hidden_layers)"
+            )
         layers = tuple(self._layer_for(kind) for kind in self._layer_kinds())
         counts: dict[LayerCache, int] = {}
         for layer in layers:

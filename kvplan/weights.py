@@ -66,8 +66,20 @@ def model_weights(
     """The weights of ``spec`` in its own formats, or re-formatted by ``dtype``/``quantization``.
 
     ``dtype`` replaces the model dtype (unquantized parameters); ``quantization`` re-formats
-    all parameters but the embeddings and the output head.
+    all parameters but the embeddings and the output head. A spec with ``stored_weight_bytes``
+    (a GGUF file) is sized from those bytes unless they re-format its weights.
     """
+    stored = spec.stored_weight_bytes
+    same_dtype = dtype is None or resolve_dtype(dtype).name == resolve_dtype(spec.torch_dtype).name
+    if stored is not None and same_dtype and quantization is None:
+        return Weights(
+            embedding_bytes=stored.embedding_bytes,
+            lm_head_bytes=stored.output_bytes,
+            layers_bytes=sum(stored.layers_bytes),
+            quantization=None,
+            model_dtype=resolve_dtype(spec.torch_dtype).name,
+            description=f"{stored.format} as the file stores it",
+        )
     if spec.num_parameters is None:
         raise SpecError(
             spec.name,
@@ -106,6 +118,30 @@ def model_weights(
         model_dtype=model_dtype.name,
         description=description,
     )
+
+
+def unsized_weights(spec: ModelSpec, dtype: str | None = None) -> Weights:
+    """Weights of 0 B for a spec without ``num_parameters``, where a given KV pool
+    (``--kv-cache-memory``) makes their size irrelevant to the plan; the description says so."""
+    return Weights(
+        embedding_bytes=0,
+        lm_head_bytes=0,
+        layers_bytes=0,
+        quantization=None,
+        model_dtype=resolve_dtype(dtype or spec.torch_dtype).name,
+        description="not sized (no num_parameters; --kv-cache-memory sets the pool)",
+    )
+
+
+def weights_for_pool(
+    spec: ModelSpec, dtype: str | None, quantization: str | None, *, pool_given: bool
+) -> Weights:
+    """``model_weights``, except that a spec without ``num_parameters`` whose KV pool is given
+    (``--kv-cache-memory``) gets unsized weights instead of an error: the pool does not
+    depend on them."""
+    if spec.num_parameters is None and spec.stored_weight_bytes is None and pool_given:
+        return unsized_weights(spec, dtype)
+    return model_weights(spec, dtype, quantization)
 
 
 def _checkpoint_format(weight_dtype: str) -> DType:

@@ -585,4 +585,23 @@ def test_hub_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_path_or_hub_exactly_one() -> None:
     result = runner.invoke(app, ["import"])
     assert result.exit_code == 2
-    assert "give a config.json or model folder, or --hub ORG/NAME" in result.stderr
+    assert "give a config.json, a model folder or a .gguf file, or --hub ORG/NAME" in result.stderr
+
+
+def test_folder_and_hub_headers_count_alike(tmp_path: Path) -> None:
+    # One function counts headers wherever they were read: a folder's files, or the Hub's.
+    from kvplan.importers.safetensors import weights_from_headers, weights_in_folder
+
+    folder = _llama_folder(tmp_path)
+    tensors = {"a": ("BF16", [100, 64]), "b": ("F32", [64])}
+    _write_safetensors(folder / "model.safetensors", tensors)
+    local = weights_in_folder(folder, {}, "bfloat16")
+    header = {name: {"dtype": d, "shape": s} for name, (d, s) in tensors.items()}
+    remote = weights_from_headers({"acme/x@main/model.safetensors": header}, {}, " on the Hub")
+    assert local is not None
+    # 100 x 64 = 6,400 BF16 and 64 F32: 6,464 parameters
+    assert local.num_parameters == remote.num_parameters == 6_464
+    assert local.dtypes == remote.dtypes == {"BF16": 6_400, "F32": 64}
+    assert remote.how == "safetensors headers of 1 file(s) on the Hub"
+    with pytest.raises(SpecError, match=r"^acme/x@main/model.safetensors: not a safetensors"):
+        weights_from_headers({"acme/x@main/model.safetensors": {"a": {"dtype": "BF16"}}}, {})

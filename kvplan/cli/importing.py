@@ -1,5 +1,5 @@
-"""``kvplan import`` and ``kvplan architectures``: a Hugging Face config.json or model folder to
-a spec, and the model_types it reads."""
+"""``kvplan import`` and ``kvplan architectures``: a Hugging Face config.json, model folder or
+GGUF file to a spec, and the model_types it reads."""
 
 import sys
 from typing import Annotated
@@ -13,7 +13,8 @@ PathArg = Annotated[
     str | None,
     typer.Argument(
         help="A Hugging Face config.json, or a model folder holding one (its safetensors"
-        " headers or index give the exact parameter count).",
+        " headers or index give the exact parameter count), or a .gguf file (split files:"
+        " any part; the header and tensor table give the geometry and exact weight bytes).",
         show_default=False,
     ),
 ]
@@ -29,8 +30,11 @@ HubOpt = Annotated[
     str | None,
     typer.Option(
         "--hub",
-        help="Download config.json and the safetensors index (never weights) of ORG/NAME"
-        " from the Hugging Face Hub; needs pip install 'kvplan[hub]'.",
+        help="ORG/NAME or ORG/NAME@REVISION on the Hugging Face Hub: reads config.json, the"
+        " safetensors index and headers (never the weights); honours HF_TOKEN, HF_ENDPOINT,"
+        " HF_HUB_OFFLINE and the Hugging Face cache. Needs pip install 'kvplan[hub]'.",
+        metavar="ORG/NAME[@REVISION]",
+        show_default=False,
     ),
 ]
 
@@ -43,7 +47,7 @@ def import_(
     name: NameOpt = None,
     hub: HubOpt = None,
 ) -> None:
-    """Turn a Hugging Face config.json or model folder into a kvplan spec YAML.
+    """Turn a Hugging Face config.json, a model folder or a .gguf file into a kvplan spec YAML.
 
     Maps the KV geometry of each supported model_type with its config quirks (nested
     text_config, omitted defaults, multi_query, attn_config, hybrid layer patterns) and
@@ -55,14 +59,22 @@ def import_(
 
     def run() -> None:
         if (path is None) == (hub is None):
-            raise UnitError("give a config.json or model folder, or --hub ORG/NAME (one of them)")
+            raise UnitError(
+                "give a config.json, a model folder or a .gguf file, or --hub ORG/NAME"
+                " (one of them)"
+            )
         if hub is not None:
-            with progress(f"downloading the config and index of {hub}"):
-                folder = importers.download_from_hub(hub)
-            imported = importers.import_config(folder, name, hf_id=hub)
+            from kvplan.importers.hub import import_from_hub
+
+            with progress(f"reading the config and safetensors headers of {hub}"):
+                imported = import_from_hub(hub, name)
         else:
             with progress(f"reading {path}"):
-                imported = importers.import_config(path or "", name)
+                source = path or ""
+                if importers.is_gguf(source):
+                    imported = importers.import_gguf(source, name)
+                else:
+                    imported = importers.import_config(source, name)
         text = importers.spec_yaml(imported)
         if out is None:
             sys.stdout.write(text)

@@ -1,5 +1,6 @@
 """What users bring -> a kvplan spec: Hugging Face ``config.json`` files, model folders and
-the Hub (GGUF next).
+the Hub, and GGUF files (``gguf``: header and tensor table only; ``gguf_format`` reads the
+container, ``gguf_archs`` maps each GGUF architecture as llama.cpp reads it).
 
 - ``config``: reads a config.json and drives the mapping; ``reading``: the safe reader and the
   value checks; ``safetensors``: exact parameter counts from shard headers; ``hub``: downloads.
@@ -15,9 +16,12 @@ from kvplan.importers.config import (
     Imported,
     import_config,
     is_hf_config,
+    parameters_from_config,
     spec_from_config,
     spec_yaml,
 )
+from kvplan.importers.gguf import GGUFImported, GGUFWeights, import_gguf, is_gguf
+from kvplan.importers.gguf_archs import supported_architectures as supported_gguf_architectures
 from kvplan.importers.hub import HUB_HINT, download_from_hub
 from kvplan.importers.reading import CONFIG_NAME
 from kvplan.importers.registry import Architecture, list_architectures, supported_model_types
@@ -32,16 +36,22 @@ __all__ = [
     "CONFIG_NAME",
     "HUB_HINT",
     "Architecture",
+    "GGUFImported",
+    "GGUFWeights",
     "Imported",
     "WeightCount",
     "count_parameters",
     "download_from_hub",
     "import_config",
+    "import_gguf",
+    "is_gguf",
     "is_hf_config",
     "list_architectures",
+    "parameters_from_config",
     "read_safetensors_header",
     "spec_from_config",
     "spec_yaml",
+    "supported_gguf_architectures",
     "supported_model_types",
     "weights_in_folder",
 ]
