@@ -10,11 +10,11 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from kvplan.errors import ModelNotFoundError, closest
 from kvplan.files import bundled_dir, is_file, path_exists
 from kvplan.spec import ModelSpec, load_spec
 
 _SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+_FILE_SUFFIXES = (*_SPEC_SUFFIXES, ".gguf")
 
 
 @cache
@@ -51,16 +51,21 @@ def _names_of(spec: ModelSpec) -> set[str]:
 
 def load_model(model: str | Path) -> ModelSpec:
     """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file,
-    a Hugging Face config.json or a model folder (imported by ``kvplan.importers``).
+    a Hugging Face config.json, a model folder or a ``.gguf`` file (imported by
+    ``kvplan.importers``).
 
-    Raises ModelNotFoundError with the closest names when nothing matches, and SpecError
-    when a file is invalid.
+    Any other name is read by ``kvplan.names`` (re-uploads, quantized variants, Ollama tags);
+    the spec then carries ``resolved_from`` and its ``provenance``. Raises ModelNotFoundError
+    with the closest names when nothing matches (NameRefusedError for a variant that differs
+    from its catalog entry), and SpecError when a file is invalid.
     """
     text = str(model)
     path = Path(text)
-    if isinstance(model, Path) or path.suffix in _SPEC_SUFFIXES or path_exists(path):
-        from kvplan.importers import import_config, is_hf_config
+    if isinstance(model, Path) or path.suffix in _FILE_SUFFIXES or path_exists(path):
+        from kvplan.importers import import_config, import_gguf, is_gguf, is_hf_config
 
+        if is_gguf(path):
+            return import_gguf(path).spec
         if is_hf_config(path):
             return import_config(path).spec
         return load_spec(path)
@@ -77,10 +82,24 @@ def load_model(model: str | Path) -> ModelSpec:
             known[name] = spec
     if key in known:
         return known[key]
-    raise ModelNotFoundError(text, _suggest(key, known))
+    return _read_name(text, known)
 
 
-def _suggest(key: str, known: dict[str, ModelSpec]) -> list[str]:
-    close = closest(key, list(known), limit=8)
-    # One suggestion per model, shown by its canonical name.
-    return list(dict.fromkeys(known[c].name for c in close))[:3]
+def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:
+    """A variant's name read by ``kvplan.names`` (an organisation, a quantization, an Ollama
+    tag...): the catalog spec, in the weight format the name gives, carrying how it was read."""
+    from kvplan.names import read_name
+
+    names = {key: spec.name for key, spec in known.items()}
+    for key, spec in known.items():  # an HF id's last part: Meta-Llama-3.1-8B-Instruct
+        names.setdefault(key.rsplit("/", 1)[-1], spec.name)
+    by_name = {spec.name: spec for spec in known.values()}
+    reading = read_name(text, names)
+    spec = by_name[reading.name]
+    if reading.weight_dtype is not None and reading.weight_dtype != spec.weight_dtype:
+        # Only the weight fields change: every parameter past the embeddings and the output
+        # head is in the named format (weights.model_weights caps it there).
+        spec = spec.model_copy(
+            update={"weight_dtype": reading.weight_dtype, "num_quantized_parameters": None}
+        )
+    return spec.with_provenance(*reading.provenance, resolved_from=text)

@@ -104,7 +104,12 @@ class Reconciliation:
 
 def detect_engine(text: str) -> str:
     """``vllm``, ``sglang``, ``llama.cpp`` or ``ik_llama.cpp``, from the lines the log holds."""
-    if "LLM engine" in text or "GPU KV cache size" in text or "num_gpu_blocks" in text:
+    if (
+        "LLM engine" in text
+        or "num_gpu_blocks" in text
+        or "vLLM API server version" in text
+        or re.search(r"\b(GPU|CPU|XPU) KV cache size: [\d,]+ tokens", text)
+    ):
         return "vllm"
     if "KV Cache is allocated" in text:
         return "sglang"
@@ -150,23 +155,29 @@ def _find(pattern: str, text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _model(found: str | None, given: ModelSpec | str | None, path: str) -> ModelSpec:
+def _model(
+    found: str | None, given: ModelSpec | str | None, path: str, text: str = ""
+) -> ModelSpec:
+    """The model: ``given``, else the name the log prints (read by ``kvplan.names``), else
+    the catalog model whose shapes the log prints (``kvplan.log_models``)."""
+    from kvplan.log_models import identify_model
+
     if given is not None:
         return as_spec(given)
     if found is None:
-        raise SpecError(
-            path,
-            ["the log names no model; pass --model NAME (a catalog name, an HF id or a spec file)"],
-        )
-    # a GGUF's general.name ("Qwen3 235B A22B") often is a catalog name once hyphenated
+        return identify_model(text, path)
     error: ModelNotFoundError | None = None
-    for name in dict.fromkeys((found, found.strip().lower().replace(" ", "-"))):
+    try:
+        return load_model(found)
+    except ModelNotFoundError as e:
+        error = e
+    except OSError:  # a name too long to probe as a path: no catalog name either
+        pass
+    if text:
         try:
-            return load_model(name)
-        except ModelNotFoundError as e:
-            error = e
-        except OSError:  # a name too long to probe as a path: no catalog name either
-            continue
+            return identify_model(text, path)
+        except SpecError:
+            pass
     close = f"; did you mean {', '.join(error.suggestions)}?" if error and error.suggestions else ""
     raise SpecError(
         path,
@@ -196,7 +207,11 @@ def _vllm(
 ) -> Reconciliation:
     from kvplan.engines import vllm
 
-    version = (_find(r"LLM engine \(v([\d.]+)", text) or vllm.DEFAULT_VERSION).strip(".")
+    version = (
+        _find(r"LLM engine \(v([\d.]+)", text)
+        or _find(r"vLLM API server version v?([\d.]+)", text)
+        or vllm.DEFAULT_VERSION
+    ).strip(".")
     try:
         choice = vllm.resolve_version(version)
     except UnknownEngineError:
@@ -204,8 +219,9 @@ def _vllm(
     spec = _model(
         _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
     )
-    device = _vllm_device(text, given_gpu, path)
     settings = _vllm_settings(text, spec, path)
+    device = _vllm_device(text, given_gpu, path, settings["kv_cache_memory_bytes"])
+    flags = _vllm_flags(text, choice.line)
     cfg = vllm.config(
         settings["max_model_len"],
         gpu_memory_utilization=settings["gpu_memory_utilization"],
@@ -218,7 +234,10 @@ def _vllm(
         max_num_seqs=settings["max_num_seqs"],
         block_size=settings["block_size"],
         version=choice.line,
+        kv_cache_memory_bytes=settings["kv_cache_memory_bytes"],
+        **flags,
     )
+    settings.update(flags)
     result = vllm.profile(spec, device, cfg)
     rows = _vllm_memory_rows(text, result, path)
     available = _gib_figure(
@@ -228,7 +247,9 @@ def _vllm(
     notes: list[str] = [choice.note] if choice.note else []
     blocks_text = _find(r"num_gpu_blocks is: (\d+)", text)
     blocks = _count(blocks_text, "num_gpu_blocks", path, 0, 2**40) if blocks_text else None
-    if available is not None:
+    if cfg.kv_cache_memory_bytes is not None and blocks is None:
+        blocks = result.num_gpu_blocks  # the pool was given to the byte: no rounding to undo
+    elif available is not None:
         blocks = _vllm_blocks_rule(text, spec, cfg, available, blocks, rows, notes)
     if blocks is not None:
         rows.extend(_vllm_figures_from_blocks(text, result, blocks, path))
@@ -244,9 +265,12 @@ def _vllm(
     return Reconciliation("vllm", version, spec.name, settings, tuple(rows), tuple(notes))
 
 
-def _vllm_device(text: str, given_gpu: GPU | str | None, path: str) -> GPU:
+def _vllm_device(
+    text: str, given_gpu: GPU | str | None, path: str, kv_cache_memory_bytes: int | None = None
+) -> GPU:
     """The GPU named by ``--gpu``, else the catalog GPU whose memory the log prints (to the
-    printed two decimals of GiB), else a custom device of that memory."""
+    printed two decimals of GiB), else a custom device of that memory; a log whose KV cache
+    memory was given in bytes (``kv_cache_memory_bytes``, the CPU build) needs none."""
     from kvplan.hardware import custom_gpu, list_gpus
 
     total_text = _find(r"Free memory on device \([\d.]+/([\d.]+) GiB\)", text)
@@ -256,6 +280,8 @@ def _vllm_device(text: str, given_gpu: GPU | str | None, path: str) -> GPU:
     if total is not None:
         same = [g for g in list_gpus() if f"{g.memory_bytes / GiB:.2f}" == total_text]
         return same[0] if same else custom_gpu(int(total * GiB))
+    if kv_cache_memory_bytes is not None:
+        return custom_gpu(kv_cache_memory_bytes)
     raise SpecError(path, ["the log prints no GPU memory; pass --gpu NAME"])
 
 
@@ -277,6 +303,8 @@ def _vllm_settings(text: str, spec: ModelSpec, path: str) -> dict[str, Any]:
         MAX_TOKENS,
     )
 
+    kv_bytes = _find(r"'kv_cache_memory_bytes': (\d+)", text)
+
     def parallel(name: str) -> int:
         return _count(_find(name + r"=(\d+)", text), name, path, 1, _MAX_PARALLEL)
 
@@ -294,7 +322,33 @@ def _vllm_settings(text: str, spec: ModelSpec, path: str) -> dict[str, Any]:
         "max_num_batched_tokens": count("max_num_batched_tokens", 8192),
         "max_num_seqs": count("max_num_seqs", 1024),
         "block_size": count("block_size", 16),
+        "kv_cache_memory_bytes": (
+            _count(kv_bytes, "kv_cache_memory_bytes", path, 0, 2**50) if kv_bytes else None
+        ),
     }
+
+
+def _vllm_flags(text: str, line: str) -> dict[str, Any]:
+    """vLLM's cache flags as the log prints them (from 0.32: prefix caching in the engine
+    config line; async scheduling among the non-default arguments, else off on the CPU
+    build); absent ones keep the line's defaults."""
+    if line not in ("0.32",):
+        return {}
+    flags: dict[str, Any] = {}
+    prefix = _find(r"enable_prefix_caching=(True|False)", text) or _find(
+        r"'enable_prefix_caching': (True|False)", text
+    )
+    if prefix is not None:
+        flags["enable_prefix_caching"] = prefix == "True"
+    scheduling = _find(r"'async_scheduling': (True|False)", text)
+    if scheduling is not None:
+        flags["async_scheduling"] = scheduling == "True"
+    elif "device_config=cpu" in text or re.search(r"\bCPU KV cache size", text):
+        flags["async_scheduling"] = False  # vllm/platforms/cpu.py turns it off
+    override = _find(r"num_gpu_blocks_override=(\d+)", text)
+    if override is not None:
+        flags["num_gpu_blocks_override"] = int(override)
+    return flags
 
 
 def _vllm_memory_rows(text: str, result: VllmResult, path: str) -> list[Row]:
@@ -334,7 +388,7 @@ def _vllm_blocks_rule(
     range holds one value."""
     from kvplan.engines import vllm
 
-    tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
+    tokens_text = _find(r"KV cache size: ([\d,]+) tokens", text)
     low_bytes = max(0, int((available - 0.005) * GiB))
     low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
     high = vllm.from_available(spec, int((available + 0.005) * GiB), cfg).num_gpu_blocks
@@ -361,10 +415,15 @@ def _vllm_blocks_rule(
 
 def _vllm_figures_from_blocks(text: str, result: VllmResult, blocks: int, path: str) -> list[Row]:
     """The printed token capacity and concurrency, which follow from the block count alone."""
-    tokens_text = _find(r"GPU KV cache size: ([\d,]+) tokens", text)
+    from kvplan.engines.vllm_versions import HOLDS_NULL_BLOCK
+
+    tokens_text = _find(r"KV cache size: ([\d,]+) tokens", text)
     conc_text = _find(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
     rows = []
-    tokens = blocks // result.num_groups * result.block_size
+    if result.config.version in HOLDS_NULL_BLOCK:  # int(concurrency x max_model_len)
+        tokens = blocks * result.config.max_model_len // result.blocks_per_request
+    else:
+        tokens = blocks // result.num_groups * result.block_size
     if tokens_text is not None:
         ok = tokens == _count(tokens_text, "GPU KV cache size", path, 0, 2**50)
         rows.append(Row("GPU KV cache size (tokens)", tokens_text, f"{tokens:,}", _verdict(ok), ok))
@@ -426,11 +485,7 @@ def _llamacpp(
     hub = _find(r"-hf (\S+)", text)
     if name is None and hub is not None:  # llama.cpp -hf org/name-GGUF
         name = hub.rsplit("/", 1)[-1].removesuffix("-GGUF").removesuffix("-gguf")
-    spec = (
-        _model(None if name is None else name.strip(), given_model, path)
-        if (given_model or name)
-        else _model(None, None, path)
-    )
+    spec = _model(None if name is None else name.strip(), given_model, path, text)
     settings = _llamacpp_settings(text, path)
     result = llamacpp.kv_cache(
         spec,

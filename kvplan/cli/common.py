@@ -52,11 +52,14 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     "models": "0 printed",
     "show": "0 printed; 2 unknown model or invalid spec",
     "gpus": "0 printed",
-    "plan": "0 the target fits; 1 it does not (the message says what to change); 2 bad input",
-    "reconcile": "0 every figure reproduces; 1 one does not; 2 unreadable log or bad input",
+    "plan": "0 the target fits; 1 it does not (the message says what to change); 2 bad input"
+    "; 3 --gpu local with no GPU found",
+    "reconcile": "0 every figure reproduces; 1 one does not; 2 unreadable log or bad input"
+    "; 3 --gpu local with no GPU found",
     "flags": "0 at least one engine holds the target (or the one asked for does); 1 none does;"
-    " 2 bad input",
-    "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU",
+    " 2 bad input; 3 --gpu local with no GPU found",
+    "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU"
+    "; 3 --gpu local with no GPU found",
     "import": "0 written or printed; 2 invalid config, or the output exists without --force;"
     " 3 huggingface_hub missing or the Hub unreachable",
     "architectures": "0 printed",
@@ -64,10 +67,10 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     "diff": "0 printed (a difference is not a failure); 2 unreadable or invalid side",
     "probe": "0 measured within tolerance; 1 outside it; 2 bad input; 3 torch, transformers"
     " or the device unavailable",
-    "perf": "0 printed; 2 bad input",
-    "compare": "0 printed; 2 bad input",
+    "perf": "0 printed; 2 bad input; 3 --gpu local with no GPU found",
+    "compare": "0 printed; 2 bad input; 3 --gpu local with no GPU found",
     "chart": "0 drawn or written; 2 bad input, or the output exists without --force;"
-    " 3 matplotlib missing for a PNG or SVG file",
+    " 3 matplotlib missing for a PNG or SVG file, or --gpu local with no GPU found",
 }
 
 
@@ -125,10 +128,38 @@ def complete_gpu(incomplete: str) -> list[str]:
 # -- shared option types --------------------------------------------------------------------------
 
 
+GPU_NAMES_HELP = (
+    ' Also the name nvidia-smi or rocm-smi prints ("NVIDIA H100 80GB HBM3", "Tesla T4",'
+    ' "AMD Instinct MI300X"), or local: the GPUs of this machine, as nvidia-smi or rocm-smi'
+    " list them."
+)
+
+
+def _say_local_gpus(value: str | None) -> str | None:
+    """``--gpu local``: say on stderr what was found."""
+    from kvplan.hardware import LOCAL, normalize_gpu_name
+
+    if value is not None and normalize_gpu_name(value) == LOCAL:
+        from kvplan.local_gpus import local_gpus
+
+        try:
+            summary = local_gpus().summary
+        except KvplanError:
+            return value  # the lookup raises it again, inside the command's error guard
+        typer.echo(f"kvplan: {summary}", err=True)
+    return value
+
+
 def gpu_option(help: str, *, show_default: bool = True) -> Any:
-    """``--gpu`` / ``-g`` with GPU completion; each command words its help."""
+    """``--gpu`` / ``-g`` with GPU completion; each command words its help, to which the
+    driver names and ``local`` are added."""
     return typer.Option(
-        "--gpu", "-g", autocompletion=complete_gpu, help=help, show_default=show_default
+        "--gpu",
+        "-g",
+        autocompletion=complete_gpu,
+        callback=_say_local_gpus,
+        help=help + GPU_NAMES_HELP,
+        show_default=show_default,
     )
 
 
@@ -137,7 +168,8 @@ ModelArg = Annotated[
     typer.Argument(
         autocompletion=complete_model,
         help="A catalog name (llama-3.1-8b), a Hugging Face id (meta-llama/Llama-3.1-8B, any"
-        " case), an alias, a path to a spec YAML, or a Hugging Face config.json or model"
+        " case), an alias, a re-upload or quantized variant (Qwen/Qwen3-32B-AWQ), an Ollama"
+        " tag (llama3.1:8b), a path to a spec YAML, or a Hugging Face config.json or model"
         " folder (read as `kvplan import` reads it).",
         show_default=False,
     ),

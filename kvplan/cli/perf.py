@@ -101,8 +101,8 @@ def perf(
         )
         emit(
             output,
-            lambda: views.perf_to_dict(result, alts),
-            lambda: views.perf_view(result, alts),
+            lambda: views.perf_to_dict(result, alts, spec),
+            lambda: views.perf_view(result, alts, spec),
         )
 
     guard(run)

@@ -19,12 +19,27 @@ if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
 
 
+def resolution_to_dict(spec: ModelSpec) -> dict[str, Any]:
+    """How a typed name was read: ``resolved_from`` (the text, or null when it was a catalog
+    name, HF id, alias or file) and ``provenance`` (one line per step)."""
+    return {"resolved_from": spec.resolved_from, "provenance": list(spec.provenance)}
+
+
+def resolution_line(spec: ModelSpec) -> list[RenderableType]:
+    """One line saying how the typed name was read, or nothing for a plain catalog name."""
+    if not spec.provenance:
+        return []
+    typed = f" {spec.resolved_from!r}" if spec.resolved_from else ""
+    return [f"[dim]model{typed}: {'; '.join(spec.provenance)}[/dim]"]
+
+
 def estimate_to_dict(est: Estimate, spec: ModelSpec, *, dtype_reason: str = "") -> dict[str, Any]:
     """The ``kvplan calc --format json`` document."""
     return {
         "schema_version": SCHEMA_VERSION,
         "model": est.model,
         "hf_id": spec.hf_id,
+        **resolution_to_dict(spec),
         "context_tokens": est.context_tokens,
         "batch_size": est.batch_size,
         "kv_dtype": est.kv_dtype,
@@ -232,9 +247,10 @@ def calc_to_dict(
         if with_explain:
             doc["explain"] = explain(answer.estimate)
         return doc
-    return engine_result_to_dict(
+    doc = engine_result_to_dict(
         answer, spec, context_tokens=request.context_tokens, batch_size=request.batch_size
     )
+    return {**doc, **resolution_to_dict(spec)}
 
 
 def calc_view(
@@ -249,5 +265,7 @@ def calc_view(
 
     if isinstance(answer, Calculation):
         reason = answer.dtype_reason
-        return estimate_view(answer.estimate, spec, with_explain=with_explain, dtype_reason=reason)
-    return engine_result_view(calc_to_dict(answer, spec, request))
+        view = estimate_view(answer.estimate, spec, with_explain=with_explain, dtype_reason=reason)
+    else:
+        view = engine_result_view(calc_to_dict(answer, spec, request))
+    return [*resolution_line(spec), *view]

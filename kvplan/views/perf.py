@@ -10,8 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.performance import Alternative, Comparison, DecodeStep, Perf
+from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes
 from kvplan.views import SCHEMA_VERSION
+from kvplan.views.estimate import resolution_line, resolution_to_dict
 from kvplan.views.table import Column, table
 
 
@@ -40,8 +42,15 @@ def _step_dict(step: DecodeStep) -> dict[str, Any]:
     }
 
 
-def perf_to_dict(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
-    """The ``kvplan perf --format json`` document."""
+def perf_to_dict(
+    result: Perf, alternatives: list[Alternative], spec: ModelSpec | None = None
+) -> dict[str, Any]:
+    """The ``kvplan perf --format json`` document; with ``spec``, how its name was read."""
+    doc = _perf_doc(result, alternatives)
+    return doc if spec is None else {**doc, **resolution_to_dict(spec)}
+
+
+def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
     d, p = result.decode, result.prefill
     return {
         "schema_version": SCHEMA_VERSION,
@@ -88,8 +97,16 @@ def _not_modelled(items: tuple[str, ...]) -> Text:
     return Text("\n".join(["not modelled (the bounds leave out):", *(f"  - {i}" for i in items)]))
 
 
-def perf_view(result: Perf, alternatives: list[Alternative]) -> list[Any]:
-    """The ``kvplan perf`` view: one decode step, the prefill, the curve, what changes it."""
+def perf_view(
+    result: Perf, alternatives: list[Alternative], spec: ModelSpec | None = None
+) -> list[Any]:
+    """The ``kvplan perf`` view: one decode step, the prefill, the curve, what changes it;
+    with ``spec``, headed by how its name was read."""
+    view = _perf_tables(result, alternatives)
+    return view if spec is None else [*resolution_line(spec), *view]
+
+
+def _perf_tables(result: Perf, alternatives: list[Alternative]) -> list[Any]:
     d, p, gpu = result.decode, result.prefill, result.gpu
     head = Text(
         f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"

@@ -214,18 +214,19 @@ def _titled(columns: Any, rows: Any, title: str) -> Table:
     return table(columns, rows, title=title, title_justify="left", no_wrap=True)
 
 
-def plan_result_to_dict(
-    result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec
-) -> dict[str, Any]:
+def plan_result_to_dict(result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec) -> dict[str, Any]:
     """``kvplan plan --format json``: the planner's document, or the engine's."""
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.views.estimate import resolution_to_dict
 
     match result:
         case VllmPlan():
-            return vllm_to_dict(result)
+            doc = vllm_to_dict(result)
         case TokenPoolPlan():
-            return token_pool_to_dict(result, spec)
-    return plan_to_dict(result)
+            doc = token_pool_to_dict(result, spec)
+        case _:
+            doc = plan_to_dict(result)
+    return {**doc, **resolution_to_dict(spec)}
 
 
 def plan_result_view(
@@ -233,10 +234,13 @@ def plan_result_view(
 ) -> list[RenderableType]:
     """The ``kvplan plan`` view: the planner's, or the engine's."""
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.views.estimate import resolution_line
 
     match result:
         case VllmPlan():
-            return vllm_view(vllm_to_dict(result))
+            view = vllm_view(vllm_to_dict(result))
         case TokenPoolPlan():
-            return token_pool_view(result, token_pool_to_dict(result, spec))
-    return plan_view(result)
+            view = token_pool_view(result, token_pool_to_dict(result, spec))
+        case _:
+            view = plan_view(result)
+    return [*resolution_line(spec), *view]
