@@ -53,6 +53,10 @@ class PlanRequest:
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 1024
     mamba_ssm_cache_dtype: str | None = None
+    enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
+    mamba_cache_mode: str | None = None
+    num_gpu_blocks_override: int | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int = 1
@@ -184,6 +188,10 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
         max_num_batched_tokens=r.max_num_batched_tokens,
         max_num_seqs=r.max_num_seqs,
         mamba_ssm_cache_dtype=r.mamba_ssm_cache_dtype,
+        enable_prefix_caching=r.enable_prefix_caching,
+        async_scheduling=r.async_scheduling,
+        mamba_cache_mode=r.mamba_cache_mode,
+        num_gpu_blocks_override=r.num_gpu_blocks_override,
         block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,

@@ -72,6 +72,34 @@ CASES: list[dict[str, object]] = [
      "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128},
     {"name": "mla-deepseek-v2-lite", "fixture": "deepseek-v2-lite", "kind": "MLA latent",
      "kv_bytes": 512 * MiB, "max_model_len": 8192, "block_size": 16},
+    {"name": "prefix-mamba2-nemotron-h-8b", "fixture": "nemotron-h-8b",
+     "kind": "Mamba2 hybrid, prefix caching (align)", "kv_bytes": 1024 * MiB,
+     "max_model_len": 8192, "block_size": 128, "prefix_caching": True},
+    {"name": "prefix-refused-nemotron-h-8b", "fixture": "nemotron-h-8b",
+     "kind": "Mamba2 hybrid, prefix caching, refused", "kv_bytes": 64 * MiB,
+     "max_model_len": 8192, "block_size": 128, "prefix_caching": True},
+    {"name": "prefix-gdn-qwen3-next-80b-a3b", "fixture": "qwen3-next-80b-a3b",
+     "kind": "gated delta net, prefix caching (align)", "kv_bytes": 1024 * MiB,
+     "max_model_len": 8192, "block_size": 128, "prefix_caching": True},
+    {"name": "mamba1-jamba-v0.1", "fixture": "jamba-v0.1", "kind": "Mamba1 hybrid",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128,
+     "overrides": {"num_hidden_layers": 8}},
+    {"name": "chunked-llama-4-scout", "fixture": "llama-4-scout", "kind": "chunked/full 3:1",
+     "kv_bytes": 4096 * MiB, "max_model_len": 32768, "block_size": 128,
+     "max_num_batched_tokens": 2048, "text_only": "Llama4ForCausalLM"},
+    {"name": "chunked-refused-llama-4-scout", "fixture": "llama-4-scout",
+     "kind": "chunked/full 3:1, refused", "kv_bytes": 2048 * MiB, "max_model_len": 32768,
+     "block_size": 128, "max_num_batched_tokens": 2048, "text_only": "Llama4ForCausalLM"},
+    {"name": "async-sliding-mistral-7b-v0.1", "fixture": "mistral-7b-v0.1",
+     "kind": "sliding, async scheduling", "kv_bytes": 2048 * MiB, "max_model_len": 16384,
+     "block_size": 128, "max_num_batched_tokens": 2048, "async_scheduling": True},
+    {"name": "async-refused-mistral-7b-v0.1", "fixture": "mistral-7b-v0.1",
+     "kind": "sliding, async scheduling, refused", "kv_bytes": 1024 * MiB,
+     "max_model_len": 16384, "block_size": 128, "max_num_batched_tokens": 2048,
+     "async_scheduling": True},
+    {"name": "override-llama-3.1-8b", "fixture": "llama-3.1-8b",
+     "kind": "full, num_gpu_blocks_override", "kv_bytes": 2048 * MiB, "max_model_len": 8192,
+     "block_size": 128, "num_gpu_blocks_override": 100},
 ]
 
 #: config keys that size weights but no cache, shrunk to these values when present
@@ -85,6 +113,7 @@ SHRINK = {
     "num_experts": 4,
     "num_experts_per_tok": 2,
     "n_shared_experts": 1,
+    "intermediate_size_mlp": 64,
 }
 
 
@@ -111,6 +140,35 @@ def shrunk_config(fixture: str) -> dict[str, object]:
     return config
 
 
+def case_config(case: dict[str, object]) -> dict[str, object]:
+    """The shrunk config of a case, with the case's own ``overrides`` (keys kvplan reads too:
+    Jamba's width sizes its Mamba1 state, so it keeps fewer layers instead)."""
+    config = shrunk_config(str(case["fixture"]))
+    _text_config(config).update(dict(case.get("overrides", {})))  # type: ignore[call-overload]
+    if case.get("text_only"):
+        # the language model alone (a vision tower needs torchvision, which this build lacks)
+        text = _text_config(config)
+        text["architectures"] = [case["text_only"]]
+        text.setdefault("torch_dtype", config.get("torch_dtype"))
+        return text
+    return config
+
+
+def _force_async_scheduling() -> None:
+    """The CPU platform turns async scheduling off; turn it back on after it has, so the
+    cache is sized as on a GPU, where it is the default (only the sizing is looked at)."""
+    from vllm.platforms import current_platform
+
+    cls = type(current_platform)
+    original = cls.check_and_update_config.__func__  # type: ignore[attr-defined]
+
+    def patched(klass: type, vllm_config: object) -> None:
+        original(klass, vllm_config)
+        vllm_config.scheduler_config.async_scheduling = True  # type: ignore[attr-defined]
+
+    cls.check_and_update_config = classmethod(patched)  # type: ignore[assignment]
+
+
 def run_case(case: dict[str, object]) -> dict[str, object]:
     """Start vLLM on the case in this process; return its decisions and printed lines."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -118,7 +176,9 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
     from vllm import LLM
 
     folder = Path(tempfile.mkdtemp(prefix="kvplan-oracle-"))
-    (folder / "config.json").write_text(json.dumps(shrunk_config(str(case["fixture"]))))
+    (folder / "config.json").write_text(json.dumps(case_config(case)))
+    if case.get("async_scheduling"):
+        _force_async_scheduling()
     import torch
 
     record: dict[str, object] = {**case, "vllm_version": vllm.__version__}
@@ -135,14 +195,13 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
             kv_cache_memory_bytes=int(case["kv_bytes"]),  # type: ignore[call-overload]
             max_model_len=int(case["max_model_len"]),  # type: ignore[call-overload]
             max_num_seqs=8,
-            max_num_batched_tokens=int(case["max_model_len"]),  # type: ignore[call-overload]
+            max_num_batched_tokens=int(
+                case.get("max_num_batched_tokens", case["max_model_len"])  # type: ignore[call-overload]
+            ),
             block_size=int(case["block_size"]),  # type: ignore[call-overload]
             enable_prefix_caching=bool(case.get("prefix_caching", False)),
-            **(
-                {"mamba_ssm_cache_dtype": case["mamba_ssm_cache_dtype"]}
-                if "mamba_ssm_cache_dtype" in case
-                else {}
-            ),
+            **{k: case[k] for k in _PASSED if k in case},
+            **dict(case.get("llm_kwargs", {})),  # type: ignore[call-overload]
         )
     except Exception as e:  # the refusal cases end here, with vLLM's own message
         record["error"] = f"{type(e).__name__}: {e}"[:2000]
@@ -150,6 +209,9 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
         return record
     core = llm.llm_engine.engine_core.engine_core
     kcc = core.scheduler.kv_cache_config
+    used = core.scheduler.vllm_config
+    record["async_scheduling_used"] = bool(used.scheduler_config.async_scheduling)
+    record["mamba_cache_mode_used"] = used.cache_config.mamba_cache_mode
     record["num_blocks"] = kcc.num_blocks
     record["groups"] = [
         {
@@ -165,10 +227,14 @@ def run_case(case: dict[str, object]) -> dict[str, object]:
     return record
 
 
+#: case keys passed to vllm.LLM under the same name
+_PASSED = ("mamba_ssm_cache_dtype", "num_gpu_blocks_override")
+
 _PRINTED = (
     r"KV cache size: ([\d,]+) tokens",
     r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
     r"estimated maximum model length is (\d+)",
+    r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)",
 )
 
 
@@ -177,6 +243,7 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="results JSON file")
     parser.add_argument("--only", nargs="*", help="case names to run")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per case")
+    parser.add_argument("--logs", help="folder for each case's full engine log (NAME.log)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
     args = parser.parse_args()
     if args.case:
@@ -194,6 +261,9 @@ def main() -> int:
             timeout=args.timeout,
         )
         log = child.stdout + child.stderr
+        if args.logs:
+            Path(args.logs).mkdir(parents=True, exist_ok=True)
+            (Path(args.logs) / f"{case['name']}.log").write_text(log, encoding="utf-8")
         found = [line for line in log.splitlines() if line.startswith("ORACLE-RESULT ")]
         record = json.loads(found[-1].split(" ", 1)[1]) if found else {**case, "error": log[-2000:]}
         record["printed"] = [

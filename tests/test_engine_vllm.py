@@ -9,6 +9,7 @@ exactly.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -451,3 +452,114 @@ def test_cli_says_which_line_stands_in() -> None:
     same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.32.0"]).stdout)
     assert same["engine_version_note"] == ""
     assert same["num_blocks"] == doc["num_blocks"]
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    out = CliRunner().invoke(app, list(args))
+    return out.exit_code, out.stdout, out.stderr
+
+
+_MISTRAL_032 = ("plan", "mistral-7b-v0.1", "--gpu-memory", "80GiB", "-c", "16384", "-e", "vllm")
+_MISTRAL_032 += ("--engine-version", "0.32", "--block-size", "128", "--kv-cache-memory", "1GiB")
+_MISTRAL_032 += ("--max-num-batched-tokens", "2048", "-f", "json")
+
+
+def test_async_scheduling_doubles_the_sliding_reservation() -> None:
+    import json
+
+    # Mistral 7B, window 4,096, 128-token pages of 32 layers x 8 heads x 128 x 2 x 2 B = 16 MiB:
+    # 1 GiB is 64 blocks, 63 after the null block. Async scheduling (0.32's GPU default):
+    # cdiv(4,095 + 2 x 2,048, 128) + 1 = 65 a request, refused, longest 62 x 128 = 7,936
+    code, out, _ = _cli(*_MISTRAL_032)
+    doc = json.loads(out)
+    assert code == 1
+    assert doc["blocks_per_request"] == 65
+    assert doc["engine_log"]["estimated_max_model_len"] == 7936
+    assert doc["vllm_settings"]["async_scheduling"] is True
+    assert doc["vllm_settings"]["in_flight_tokens"] == 4096
+    # without it: cdiv(4,095 + 2,048, 128) + 1 = 49; 64 / 49 = 1.31x, int(64 / 49 x 16,384)
+    code, out, _ = _cli(*_MISTRAL_032, "--no-async-scheduling")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["blocks_per_request"] == 49
+    assert doc["kv_cache_tokens"] == 64 * 16384 // 49 == 21_399
+    assert doc["vllm_settings"]["in_flight_tokens"] == 2048
+
+
+def test_in_flight_tokens_follow_the_pipeline_stages() -> None:
+    from kvplan.engines.vllm_flags import resolve
+
+    spec = kvplan.load_model("mistral-7b-v0.1")
+    base = vllm.config(16384, max_num_batched_tokens=2048, version="0.32")
+    # vllm/config/vllm.py max_concurrent_batches: async on 1 stage 2, on pp stages pp + 1,
+    # else pp; the 0.19 line reserves one batch
+    for pp, on, batches in [(1, True, 2), (1, False, 1), (2, True, 3), (4, False, 4)]:
+        cfg = replace(base, pipeline_parallel_size=pp, async_scheduling=on)
+        assert resolve(spec, cfg, recurrent=False).in_flight_tokens == 2048 * batches
+    assert resolve(spec, replace(base, version="0.19"), recurrent=False).in_flight_tokens == 2048
+
+
+def test_prefix_caching_puts_mamba_state_in_align_mode() -> None:
+    import json
+
+    # Nemotron-H 8B, 1 GiB at block size 128: float32 state raises attention blocks to 1,152;
+    # 56 blocks of 4 layers; 6 Mamba2 groups + 1 attention group of cdiv(8,192, 1,152) = 8
+    args = ("plan", "nemotron-h-8b", "--gpu-memory", "80GiB", "-c", "8192", "-e", "vllm")
+    args += ("--engine-version", "0.32", "--block-size", "128", "--kv-cache-memory", "1GiB")
+    on = json.loads(_cli(*args, "-f", "json")[1])
+    assert on["vllm_settings"]["mamba_cache_mode"] == "align"
+    assert on["blocks_per_request"] == 6 * 3 + 8  # Mamba2: 2 state blocks + a checkpoint
+    off = json.loads(_cli(*args, "--no-enable-prefix-caching", "-f", "json")[1])
+    assert off["vllm_settings"]["mamba_cache_mode"] == "none"
+    assert off["blocks_per_request"] == 6 + 8
+    # --mamba-cache-mode none does not turn align off: vLLM sets it from prefix caching
+    same = json.loads(_cli(*args, "--mamba-cache-mode", "none", "-f", "json")[1])
+    assert same["blocks_per_request"] == 26
+    # a gated delta net (Qwen3-Next) holds 2 state blocks: no checkpoint block
+    spec = kvplan.load_model("qwen3-next-80b-a3b")
+    cfg = vllm.config(8192, block_size=128, version="0.32", async_scheduling=False)
+    groups = vllm.from_available(spec, GiB, cfg).groups
+    assert {page.state_blocks for page, _ in groups if page.kind == "mamba"} == {2}
+
+
+def test_num_gpu_blocks_override_replaces_the_pool() -> None:
+    # Llama 3.1 8B, 2 GiB at block size 128: 2 GiB / 16 MiB = 128 blocks, overridden to 100;
+    # 64 blocks a request: 1.56x and 100 x 8,192 // 64 = 12,800 tokens (vLLM 0.32 printed the
+    # same, tests/data/vllm_oracle_0.32.0.json override-llama-3.1-8b)
+    cfg = vllm.config(8192, block_size=128, version="0.32", num_gpu_blocks_override=100)
+    r = vllm.from_available(kvplan.load_model("llama-3.1-8b"), 2 * GiB, cfg)
+    assert (r.num_gpu_blocks, r.gpu_kv_cache_tokens) == (100, 12_800)
+    assert r.log_lines()[1:] == (
+        "Overriding num_gpu_blocks=128 with num_gpu_blocks_override=100",
+        "GPU KV cache size: 12,800 tokens, Maximum concurrency for 8,192 tokens per request:"
+        " 1.56x",
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--engine-version", "0.19", "--async-scheduling"), "not modelled for vLLM's 0.19"),
+        (("--engine-version", "0.8", "--mamba-cache-mode", "align"), "vLLM's 0.8 release line"),
+        (("--engine-version", "0.32", "--mamba-cache-mode", "all"), "vLLM takes none, align"),
+        (("-e", "ideal", "--num-gpu-blocks-override", "10"), "applies with --engine vllm only"),
+    ],
+    ids=lambda v: str(v)[:30],
+)
+def test_cache_flags_a_line_lacks_are_one_line(extra: tuple[str, ...], message: str) -> None:
+    args = ["plan", "llama-3.1-8b", "--gpu-memory", "80GiB", "-c", "8192", "-e", "vllm"]
+    code, _, err = _cli(*args, *extra)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_prefix_caching_on_a_recurrent_hybrid_is_refused_before_032() -> None:
+    args = ["plan", "nemotron-h-8b", "--gpu-memory", "80GiB", "-c", "8192", "-e", "vllm"]
+    code, _, err = _cli(*args, "--engine-version", "0.19", "--enable-prefix-caching")
+    assert code == 2
+    assert "align mode is modelled from vLLM 0.32" in err

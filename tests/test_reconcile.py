@@ -67,8 +67,13 @@ def test_pipeline_parallel_log_flags_the_blocks_rule() -> None:
 
 
 def test_unknown_model_asks_for_model() -> None:
+    # a name no rule reads, and shapes (32 layers, 131,072 positions, 128 KiB a token) that
+    # fit both Llama 3.1 8B and Phi-4-mini
+    text = read("llamacpp-b5781-llama-3.1-8b.log").replace(
+        "Meta Llama 3.1 8B Instruct", "Frobnicator 9B"
+    )
     with pytest.raises(SpecError, match="pass --model"):
-        reconcile(read("llamacpp-b5781-llama-3.1-8b.log"))
+        reconcile(text)
 
 
 def test_not_a_log() -> None:
@@ -193,3 +198,100 @@ def test_long_model_name_in_a_log_is_one_short_line() -> None:
     assert str(info.value).startswith("x.log: model 'xxx")
     assert "not in the catalog" in str(info.value)
     assert len(str(info.value)) < 200
+
+
+def test_vllm_032_oracle_log_reproduces_with_prefix_caching() -> None:
+    text = read("vllm-0.32-qwen3-next-80b-a3b.log")
+    assert detect_engine(text) == "vllm"
+    result = reconcile(text, model="qwen3-next-80b-a3b")
+    assert result.engine_version == "0.32.0"
+    assert result.settings["enable_prefix_caching"] is True
+    assert result.settings["async_scheduling"] is False  # the CPU build turns it off
+    # 1 GiB / (12 layers x 1,310,720 B pages) = 68 blocks; with prefix caching the gated delta
+    # net state is aligned: 3 state groups x 2 blocks + cdiv(8,192, 640) = 13 -> 19 a request;
+    # 68 / 19 = 3.58x and 68 x 8,192 // 19 = 29,318 tokens, as the engine printed
+    rules = {row.component: row for row in result.rows if row.reproduced is not None}
+    assert rules["GPU KV cache size (tokens)"].printed == "29,318"
+    assert rules["maximum concurrency"].printed == "3.58x"
+    assert result.reproduced
+    # the same log read as if prefix caching were off: 3 x 1 + 13 = 16 a request, 4.25x
+    off = text.replace("enable_prefix_caching=True", "enable_prefix_caching=False").replace(
+        "'enable_prefix_caching': True", "'enable_prefix_caching': False"
+    )
+    assert not reconcile(off, model="qwen3-next-80b-a3b").reproduced
+
+
+def test_vllm_032_one_line_figures_from_the_api_server_version() -> None:
+    # vLLM 0.32.0's own figures for Gemma 2 9B with a 4 GiB pool (tests/data/vllm_oracle_0.32.0
+    # .json): 195 blocks, 64 + 65 a request, printed int(195 / 129 x 8,192) = 12,383 tokens
+    lines = [
+        "INFO vLLM API server version 0.32.0",
+        "INFO non-default args: {'max_model_len': 8192, 'block_size': 128,"
+        " 'kv_cache_memory_bytes': 4294967296, 'max_num_batched_tokens': 8192}",
+        "INFO GPU KV cache size: 12,383 tokens, Maximum concurrency for 8,192 tokens per"
+        " request: 1.51x",
+    ]
+    text = "\n".join(lines) + "\n"
+    assert detect_engine(text) == "vllm"
+    assert detect_engine(lines[2].replace("GPU", "CPU")) == "vllm"
+    result = reconcile(text, model="gemma-2-9b")
+    assert result.engine_version == "0.32.0"
+    assert result.reproduced
+    # 0.19 printed 195 // 2 groups x 128 = 12,416 tokens: the same lines do not fit its rule
+    older = reconcile(text.replace("0.32.0", "0.19.1"), model="gemma-2-9b")
+    assert not older.reproduced
+
+
+# Every log that names its model, or prints its shapes and model file, reconciles without
+# --model. (The vLLM 0.32 log names a placeholder config and is read with --model above.)
+WITHOUT_MODEL = [
+    ("ikllamacpp-deepseek-r1.log", "deepseek-r1"),
+    ("llamacpp-b5274-qwen3-235b.log", "qwen3-235b-a22b"),
+    ("llamacpp-b5781-llama-3.1-8b.log", "llama-3.1-8b"),  # general.name "Meta Llama 3.1 8B ..."
+    ("llamacpp-b8164-gpt-oss-20b.log", "gpt-oss-20b"),
+    ("llamacpp-pad32-llama-3.1-8b.log", "llama-3.1-8b"),
+    ("sglang-qwen3-235b-fp8-tp4.log", "qwen3-235b-a22b"),  # "Qwen3-235B-A22B-FP8"
+    ("vllm-0.19-gemma-3-12b.log", "gemma-3-12b"),
+    ("vllm-0.19-llama-3.1-8b-pp2.log", "llama-3.1-8b"),
+    ("vllm-0.19-llama-3.1-8b-tp1.log", "llama-3.1-8b"),
+]
+
+
+@pytest.mark.parametrize(("log", "model"), WITHOUT_MODEL)
+def test_reconcile_without_model(log: str, model: str) -> None:
+    result = reconcile(read(log), path=log)
+    assert result.model == model
+
+
+def test_every_log_is_listed_for_reconcile_without_model() -> None:
+    listed = {log for log, _ in WITHOUT_MODEL} | {"vllm-0.32-qwen3-next-80b-a3b.log"}
+    assert {p.name for p in LOGS.glob("*.log")} <= listed
+
+
+def test_model_identified_from_printed_shapes() -> None:
+    from kvplan.log_models import identify_model, printed_shapes
+
+    text = read("llamacpp-pad32-llama-3.1-8b.log")
+    # 512.00 MiB for 4,096 f16 tokens = 131,072 B a token = 2 x 32 layers x 8 x 128 x 2 B:
+    # Llama 3.1 8B and Phi-4-mini both fit; the file name Meta-Llama-3.1-8B-Instruct-Q4_K_M
+    # settles it.
+    shapes = printed_shapes(text)
+    assert shapes.figures == {"n_layer": 32, "n_ctx_train": 131072}
+    spec = identify_model(text, "log")
+    assert spec.name == "llama-3.1-8b"
+    assert "printed shapes" in spec.provenance[-1]
+    # without the file name, the shapes alone fit two models: one line naming both
+    alone = text.replace("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "model")
+    with pytest.raises(SpecError, match=r"llama-3\.1-8b, phi-4-mini: pass --model"):
+        identify_model(alone, "log")
+
+
+def test_mla_log_identified_from_cache_size_and_folder() -> None:
+    from kvplan.log_models import identify_model
+
+    # c^KV q8_0 2333.25 MiB at 65,536 tokens: 61 layers x (512 + 64) x 34 / 32 B x 65,536 =
+    # 2,446,589,952 B, which DeepSeek V3, R1 and Kimi K2 share; the DeepSeek-R1-GGUF folder
+    # picks R1.
+    spec = identify_model(read("ikllamacpp-deepseek-r1.log"), "log")
+    assert spec.name == "deepseek-r1"
+    assert 61 * 576 * 34 * 65_536 // 32 == 2_446_589_952

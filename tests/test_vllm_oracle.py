@@ -28,16 +28,36 @@ RECORDING = Path(
 CASES: list[dict[str, Any]] = json.loads(RECORDING.read_text(encoding="utf-8"))
 
 
-def _kvplan(case: dict[str, Any]) -> vllm.VllmResult:
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+
+
+def _model(case: dict[str, Any], tmp: Path) -> kvplan.ModelSpec:
+    """The case's model: the bundled spec, or its config.json with the case's overrides."""
+    if not case.get("overrides"):
+        return kvplan.load_model(case["fixture"])
+    config = json.loads((FIXTURES / case["fixture"] / "config.json").read_text(encoding="utf-8"))
+    inner = config.get("text_config", config)
+    inner.update(case["overrides"])
+    path = tmp / case["name"] / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return kvplan.load_model(path)
+
+
+def _kvplan(case: dict[str, Any], tmp: Path) -> vllm.VllmResult:
+    # the CPU build runs without async scheduling, and prefix caching is what the case asked
     cfg = vllm.config(
         int(case["max_model_len"]),
         block_size=int(case["block_size"]),
-        max_num_batched_tokens=int(case["max_model_len"]),
+        max_num_batched_tokens=int(case.get("max_num_batched_tokens", case["max_model_len"])),
         max_num_seqs=8,
         version="0.32",
         mamba_ssm_cache_dtype=case.get("mamba_ssm_cache_dtype"),
+        enable_prefix_caching=bool(case.get("prefix_caching", False)),
+        async_scheduling=bool(case.get("async_scheduling", False)),
+        num_gpu_blocks_override=case.get("num_gpu_blocks_override"),
     )
-    return vllm.from_available(kvplan.load_model(case["fixture"]), int(case["kv_bytes"]), cfg)
+    return vllm.from_available(_model(case, tmp), int(case["kv_bytes"]), cfg)
 
 
 def _printed(case: dict[str, Any], pattern: str) -> list[str]:
@@ -54,16 +74,22 @@ def test_the_recording_covers_the_cache_kinds() -> None:
         "sliding/full 5:1",
         "MLA latent",
         "Mamba2 hybrid",
+        "Mamba1 hybrid",
         "gated delta net",
+        "chunked/full 3:1",
     } <= kinds
     assert any("error" in c for c in CASES), "a refusal is recorded"
+    # prefix caching on, for a Mamba2 and a gated-delta-net hybrid; async scheduling forced on
+    prefix = {c["fixture"] for c in CASES if c.get("prefix_caching") and "error" not in c}
+    assert {"nemotron-h-8b", "qwen3-next-80b-a3b"} <= prefix
+    assert any(c.get("async_scheduling") and "error" not in c for c in CASES)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "error" not in c], ids=lambda c: c["name"])
-def test_blocks_groups_and_printed_lines(case: dict[str, Any]) -> None:
+def test_blocks_groups_and_printed_lines(case: dict[str, Any], tmp_path: Path) -> None:
     if case.get("cpu_avx512_bf16") and case["fixture"] == "qwen3-next-80b-a3b":
         pytest.skip("this CPU's accelerated gated-delta-net kernel keeps the state in float32")
-    ours = _kvplan(case)
+    ours = _kvplan(case, tmp_path)
     assert ours.num_gpu_blocks == case["num_blocks"]
     groups = case["groups"]
     assert ours.num_groups == len(groups)
@@ -80,22 +106,46 @@ def test_blocks_groups_and_printed_lines(case: dict[str, Any]) -> None:
     assert ours.fit_blocks >= ours.blocks_per_request
 
 
+def test_the_engine_used_the_settings_asked_for() -> None:
+    # the CPU build turns async scheduling off; the script turns it back on where asked
+    for case in CASES:
+        if "async_scheduling_used" in case:
+            assert case["async_scheduling_used"] is bool(case.get("async_scheduling"))
+        if "mamba_cache_mode_used" in case and case["fixture"] in ("nemotron-h-8b", "jamba-v0.1"):
+            mode = "align" if case.get("prefix_caching") else "none"
+            assert case["mamba_cache_mode_used"] == mode
+
+
+def test_the_override_line_is_what_vllm_printed(tmp_path: Path) -> None:
+    (case,) = [c for c in CASES if c.get("num_gpu_blocks_override")]
+    (override,) = [line for line in case["printed"] if line.startswith("Overriding")]
+    assert override in _kvplan(case, tmp_path).log_lines()
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if "error" in c], ids=lambda c: c["name"])
-def test_refusals_and_the_estimated_maximum_length(case: dict[str, Any]) -> None:
-    ours = _kvplan(case)
+def test_refusals_and_the_estimated_maximum_length(case: dict[str, Any], tmp_path: Path) -> None:
+    ours = _kvplan(case, tmp_path)
     assert "To serve at least one request" in case["error"]
     assert ours.fit_blocks < ours.blocks_per_request
-    (estimate,) = _printed(case, r"estimated maximum model length is (\d+)")
-    assert vllm.estimated_max_model_len(ours) == int(estimate)
+    # vLLM prints no estimate when not even one token fits (prefix-refused-nemotron-h-8b)
+    estimate = _printed(case, r"estimated maximum model length is (\d+)") or ["0"]
+    assert vllm.estimated_max_model_len(ours) == int(estimate[0])
+    # "(X GiB KV cache is needed ... available KV cache memory (Y GiB)" (2 decimals, trailing
+    # zeros dropped): a request's blocks, each group_size pages; the pool less the null block
+    printed = re.search(r"\(([\d.]+) GiB KV cache is needed.*?memory \(([\d.]+) GiB", case["error"])
+    assert printed is not None
+    block_bytes = ours.page_bytes * ours.group_size
+    assert round(ours.blocks_per_request * block_bytes / 2**30, 2) == float(printed.group(1))
+    assert round((int(case["kv_bytes"]) - block_bytes) / 2**30, 2) == float(printed.group(2))
 
 
-def test_refusal_json_carries_the_estimated_maximum_length() -> None:
+def test_refusal_json_carries_the_estimated_maximum_length(tmp_path: Path) -> None:
     (case,) = [c for c in CASES if c["name"] == "exact-llama-3.1-8b"]
     # 1 GiB = 64 blocks of 32 layers x 524,288 B; 0.32 holds one back: 63 x 128 = 8,064 tokens
-    log = _kvplan(case).to_engine_result().engine_log
+    log = _kvplan(case, tmp_path).to_engine_result().engine_log
     assert log["estimated_max_model_len"] == 8064
     (fits,) = [c for c in CASES if c["name"] == "gqa-llama-3.1-8b"]
-    assert "estimated_max_model_len" not in _kvplan(fits).to_engine_result().engine_log
+    assert "estimated_max_model_len" not in _kvplan(fits, tmp_path).to_engine_result().engine_log
 
 
 def test_json_block_size_is_the_one_the_engine_uses() -> None:

@@ -130,6 +130,39 @@ MambaSsmDtypeOpt = Annotated[
         " 0.32 float32 for Nemotron-H), float32, bfloat16, float16.",
     ),
 ]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM: prefix caching (default on); from 0.32 it puts Mamba / linear-attention"
+        " state in its align mode, 2 blocks a request (Mamba2: 3) instead of 1.",
+        show_default=False,
+    ),
+]
+AsyncSchedulingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--async-scheduling/--no-async-scheduling",
+        help="vLLM 0.32: async scheduling (default on, as on a GPU); sliding and chunked"
+        " layers then reserve for twice --max-num-batched-tokens.",
+        show_default=False,
+    ),
+]
+MambaCacheModeOpt = Annotated[
+    str | None,
+    _opt(
+        "--mamba-cache-mode",
+        help="vLLM 0.32: none or align; vLLM sets it from prefix caching (align with it).",
+    ),
+]
+GpuBlocksOverrideOpt = Annotated[
+    int | None,
+    _opt(
+        "--num-gpu-blocks-override",
+        min=1,
+        help="vLLM: the pool in blocks, replacing what the memory budget gives.",
+    ),
+]
 MaxNumSeqsOpt = Annotated[
     int, typer.Option("--max-num-seqs", min=1, help="vLLM: sequences per step (sampler size).")
 ]
@@ -213,6 +246,10 @@ def plan_command(
     max_num_batched_tokens: BatchedTokensOpt = 8192,
     max_num_seqs: MaxNumSeqsOpt = 1024,
     mamba_ssm_cache_dtype: MambaSsmDtypeOpt = "auto",
+    enable_prefix_caching: PrefixCachingOpt = None,
+    async_scheduling: AsyncSchedulingOpt = None,
+    mamba_cache_mode: MambaCacheModeOpt = None,
+    num_gpu_blocks_override: GpuBlocksOverrideOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -236,6 +273,15 @@ def plan_command(
         return option(name, parse_tokens, text) if text else None
 
     def run() -> None:
+        from kvplan.engines.vllm_flags import refuse_other_engine
+
+        vllm_flags = {
+            "enable_prefix_caching": enable_prefix_caching,
+            "async_scheduling": async_scheduling,
+            "mamba_cache_mode": mamba_cache_mode,
+            "num_gpu_blocks_override": num_gpu_blocks_override,
+        }
+        refuse_other_engine(engine, vllm_flags)
         spec = load_model(model)
         device = _device(gpu, gpu_memory)
         request = PlanRequest(
@@ -271,6 +317,10 @@ def plan_command(
             max_total_tokens=max_total_tokens,
             page_size=page_size,
             version=engine_version,
+            enable_prefix_caching=enable_prefix_caching,
+            async_scheduling=async_scheduling,
+            mamba_cache_mode=mamba_cache_mode,
+            num_gpu_blocks_override=num_gpu_blocks_override,
         )
         result = plan_with(spec, device, engine, request)
         emit(

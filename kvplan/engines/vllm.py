@@ -35,6 +35,7 @@ from fractions import Fraction
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
+from kvplan.engines.vllm_flags import Settings, resolve
 from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
     DEFAULT_VERSION as DEFAULT_VERSION,
 )
@@ -59,7 +60,7 @@ from kvplan.layers import (
 from kvplan.spec import ModelSpec
 from kvplan.stages import walk_stages
 from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, fraction_of, resolve_dtype
-from kvplan.weights import model_weights, pipeline_partition
+from kvplan.weights import pipeline_partition, weights_for_pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,11 @@ class VllmConfig:
     dtype: str | None = None
     quantization: str | None = None
     version: str = DEFAULT_VERSION
+    # vLLM's own cache flags; None: the line's default (kvplan.engines.vllm_flags)
+    enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
+    mamba_cache_mode: str | None = None
+    num_gpu_blocks_override: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,9 @@ class PageSpec:
     """One layer's cache spec as vLLM sees it: what a page holds and how many a request needs.
 
     ``token_bytes``: one token of one layer (attention), or the whole state (mamba);
-    ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it.
+    ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it;
+    ``in_flight``: tokens a sliding or chunked layer reserves beyond its window (0:
+    ``max_num_batched_tokens``); ``state_blocks``: state pages a request holds (mamba).
     """
 
     kind: str  # full | sliding | chunked | mla | mamba
@@ -94,6 +102,8 @@ class PageSpec:
     block_size: int
     window: int = 0
     padded_page_bytes: int = 0
+    in_flight: int = 0
+    state_blocks: int = 1
 
     @property
     def page_bytes(self) -> int:
@@ -102,7 +112,8 @@ class PageSpec:
         return self.block_size * self.token_bytes
 
     def blocks_per_request(self, cfg: VllmConfig) -> int:
-        bs, length, batched = self.block_size, cfg.max_model_len, cfg.max_num_batched_tokens
+        bs, length = self.block_size, cfg.max_model_len
+        batched = self.in_flight or cfg.max_num_batched_tokens
         match self.kind:
             case "sliding":
                 # the window need not start on a block boundary: one block more
@@ -110,7 +121,7 @@ class PageSpec:
             case "chunked":
                 return cdiv(min(self.window + batched, length), bs)
             case "mamba":
-                return 1  # one state page per request, whatever its length
+                return self.state_blocks  # whatever the request's length
             case _:
                 return cdiv(length, bs)
 
@@ -164,6 +175,7 @@ class VllmResult:
     max_concurrency: Fraction
     padding_layers: int
     groups: tuple[tuple[PageSpec, int], ...]
+    settings: Settings | None = None
 
     @property
     def available_bytes(self) -> int:
@@ -183,12 +195,22 @@ class VllmResult:
         return max(0, self.num_gpu_blocks - held_back)
 
     def log_lines(self) -> tuple[str, ...]:
-        return (
-            f"Available KV cache memory: {self.available_bytes / GiB:.2f} GiB",
-            f"GPU KV cache size: {self.gpu_kv_cache_tokens:,} tokens",
+        size = f"GPU KV cache size: {self.gpu_kv_cache_tokens:,} tokens"
+        concurrency = (
             f"Maximum concurrency for {self.config.max_model_len:,} tokens per request:"
-            f" {float(self.max_concurrency):.2f}x",
+            f" {float(self.max_concurrency):.2f}x"
         )
+        available = f"Available KV cache memory: {self.available_bytes / GiB:.2f} GiB"
+        if self.config.version not in HOLDS_NULL_BLOCK:
+            return (available, size, concurrency)
+        lines = [available]  # 0.32 prints the pool and the concurrency on one line
+        override = self.config.num_gpu_blocks_override
+        if override is not None:
+            computed = min(s.num_blocks for s in self.stages)
+            lines.append(
+                f"Overriding num_gpu_blocks={computed} with num_gpu_blocks_override={override}"
+            )
+        return (*lines, f"{size}, {concurrency}")
 
     def to_engine_result(self) -> EngineResult:
         log: dict[str, int | float | str] = {
@@ -361,7 +383,8 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     served = _served_dtype(spec, cfg)
     layer_specs, groups, group_size, padding = layout(spec, cfg)
     page = groups[0][0].page_bytes
-    weights = model_weights(spec, served, cfg.quantization)
+    pool_given = cfg.kv_cache_memory_bytes is not None
+    weights = weights_for_pool(spec, served, cfg.quantization, pool_given=pool_given)
     usable = fraction_of(gpu.memory_bytes, cfg.gpu_memory_utilization)
     counts = pipeline_partition(spec.num_hidden_layers, pp)
     stages = []
@@ -382,7 +405,10 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
             )
         )
     num_blocks = min(s.num_blocks for s in stages)
-    return _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
+    if cfg.num_gpu_blocks_override is not None:
+        num_blocks = cfg.num_gpu_blocks_override  # every worker's pool, whatever was profiled
+    result = _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
+    return replace(result, settings=settings(spec, cfg))
 
 
 def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
@@ -425,11 +451,29 @@ def layout(
             None if s is None else replace(s, kind="mla" if s.kind == "mla" else "full", window=0)
             for s in layer_specs
         ]
+    flags = settings(spec, cfg)
+    mamba2 = spec.mamba_n_heads is not None
+    layer_specs = [
+        None
+        if s is None
+        else replace(s, state_blocks=flags.state_blocks(mamba2))
+        if s.kind == "mamba"
+        else replace(s, in_flight=flags.in_flight_tokens)
+        if s.kind in ("sliding", "chunked")
+        else s
+        for s in layer_specs
+    ]
     cached = [s for s in layer_specs if s is not None]
     groups, group_size, padding = kv_cache_groups(cached)
     if not groups:
         raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
     return layer_specs, groups, group_size, padding
+
+
+def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:
+    """What vLLM's own flags resolve to for ``spec`` (kvplan.engines.vllm_flags)."""
+    recurrent = any(isinstance(layer, RecurrentState) for layer in spec.layers)
+    return resolve(spec, cfg, recurrent=recurrent)
 
 
 def _stage_group_size(

@@ -14,12 +14,25 @@ if TYPE_CHECKING:
 
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
     from kvplan.engines.base import EngineResult
+    from kvplan.engines.vllm import VllmResult
     from kvplan.flags import EngineFlags
     from kvplan.logs import Reconciliation
     from kvplan.spec import ModelSpec
 
 #: how each token-pool engine is named in "what ... prints"
 _PRINTED_NAME = {"sglang": "sglang", "trtllm": "TensorRT-LLM"}
+
+
+def _vllm_settings(r: VllmResult) -> dict[str, Any]:
+    """vLLM's own cache flags as the chosen release line resolves them."""
+    cfg, resolved = r.config, r.settings
+    return {
+        "enable_prefix_caching": resolved.enable_prefix_caching if resolved else None,
+        "async_scheduling": resolved.async_scheduling if resolved else None,
+        "mamba_cache_mode": resolved.mamba_cache_mode if resolved else None,
+        "in_flight_tokens": resolved.in_flight_tokens if resolved else None,
+        "num_gpu_blocks_override": cfg.num_gpu_blocks_override,
+    }
 
 
 def vllm_to_dict(p: VllmPlan) -> dict[str, Any]:
@@ -63,6 +76,7 @@ def vllm_to_dict(p: VllmPlan) -> dict[str, Any]:
         "fits": p.fits,
         "engine_log": dict(r.to_engine_result().engine_log),
         "log_lines": list(r.log_lines()),
+        "vllm_settings": _vllm_settings(r),
         "stages": [
             {
                 "index": s.index,
