@@ -160,20 +160,21 @@ def test_a_config_only_folder_plans(name: str, tmp_path: Path) -> None:
     assert line.endswith("(no weights in the folder)") or "active per token" in line
 
 
+NO_WEIGHTS = {
+    "name": "no-weights",
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 8192,
+}
+
+
 def test_kv_cache_memory_plans_without_num_parameters() -> None:
     """A 40 GiB pool of 16-token blocks of 32 layers x 2 x 8 heads x 128 x 2 B = 2 MiB
     each: 20,480 blocks, whatever the weights."""
-    spec = parse_spec(
-        {
-            "name": "no-weights",
-            "num_hidden_layers": 32,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 8,
-            "head_dim": 128,
-            "torch_dtype": "bfloat16",
-            "max_position_embeddings": 8192,
-        }
-    )
+    spec = parse_spec(NO_WEIGHTS)
     result = plan(spec, "h100", max_model_len=8192, kv_cache_memory_bytes="40GiB")
     assert result.tightest.num_blocks == 40 * 2**30 // (16 * 32 * 2 * 8 * 128 * 2) == 20480
     assert result.weights_bytes == 0
@@ -187,17 +188,7 @@ def test_kv_cache_memory_vllm_profile_without_num_parameters() -> None:
     from kvplan.engines import vllm
     from kvplan.hardware import find_gpu
 
-    spec = parse_spec(
-        {
-            "name": "no-weights",
-            "num_hidden_layers": 32,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 8,
-            "head_dim": 128,
-            "torch_dtype": "bfloat16",
-            "max_position_embeddings": 8192,
-        }
-    )
+    spec = parse_spec(NO_WEIGHTS)
     config = vllm.VllmConfig(max_model_len=8192, kv_cache_memory_bytes=40 * 2**30)
     result = vllm.profile(spec, find_gpu("h100"), config)
     assert result.num_gpu_blocks == 20480
