@@ -29,12 +29,14 @@ LAYER_KINDS = (
 @dataclass(frozen=True, slots=True)
 class Architecture:
     """One importable ``model_type``: its rules module (``family``), the layer kinds its rule
-    can produce, and a one-line note on the quirks the rule handles."""
+    can produce, a one-line note on the quirks the rule handles, and the model classes
+    (``architectures`` in config.json, as vLLM's registry names them) that it reads."""
 
     model_type: str
     family: str
     layer_kinds: tuple[str, ...]
     notes: str
+    architectures: tuple[str, ...] = ()
 
 
 _RULES: dict[str, Rule] = {}
@@ -56,22 +58,33 @@ def _add(architecture: Architecture) -> None:
 
 
 def register(
-    family: str, model_type: str, rule: Rule, layer_kinds: tuple[str, ...], notes: str
+    family: str,
+    model_type: str,
+    rule: Rule,
+    layer_kinds: tuple[str, ...],
+    notes: str,
+    architectures: tuple[str, ...] = (),
 ) -> None:
-    """Map ``model_type`` by ``rule``. Raises ValueError when the type is already registered,
+    """Map ``model_type`` by ``rule``; ``architectures`` are the model classes that config.json
+    names for it (``LlamaForCausalLM``). Raises ValueError when the type is already registered,
     a layer kind is unknown or the notes are not one line (a mistake in a family module)."""
-    _add(Architecture(model_type, family, tuple(layer_kinds), notes))
+    _add(Architecture(model_type, family, tuple(layer_kinds), notes, tuple(architectures)))
     _RULES[model_type] = rule
 
 
 def register_wrapper(
-    family: str, model_type: str, inner: str, notes: str, vision: VisionCounter | None = None
+    family: str,
+    model_type: str,
+    inner: str,
+    notes: str,
+    vision: VisionCounter | None = None,
+    architectures: tuple[str, ...] = (),
 ) -> None:
     """``model_type`` wraps a text model in a nested config (``text_config``...); the nested
     ``model_type``, or ``inner`` when the nested config has none, decides the rule. ``inner``
     must be registered first. ``vision`` counts the parameters of its vision tower."""
     layer_kinds = _ARCHITECTURES[inner].layer_kinds
-    _add(Architecture(model_type, family, layer_kinds, notes))
+    _add(Architecture(model_type, family, layer_kinds, notes, tuple(architectures)))
     _WRAPPED[model_type] = inner
     if vision is not None:
         _VISION[model_type] = vision
