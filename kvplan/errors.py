@@ -7,14 +7,17 @@ The library raises these; the command line turns them into exit codes at its edg
     ├── SpecError (ValueError)       an input file is invalid: a model spec, a length mix
     ├── UnitError (ValueError)       a size, token count, dtype or setting cannot be used
     ├── ModelNotFoundError (LookupError)
-    │                                no bundled model has that name, HF id or alias
+    │   │                            no bundled model has that name, HF id or alias
+    │   ├── NameRefusedError         a variant's name that differs from its catalog entry
+    │   └── HubNotFoundError         no such repository or revision on the Hub
     ├── UnknownGPUError (LookupError)
     │                                no catalog GPU has that name (kvplan.hardware)
     ├── UnknownEngineError (LookupError)
     │                                no profile for that engine, or for that version of it
     └── UnavailableError             an optional component or the device is missing (exit 3)
         ├── ProbeUnavailableError    torch/transformers or the device (kvplan probe)
-        └── HubUnavailableError      huggingface_hub or the network (kvplan import --hub)
+        ├── HubUnavailableError      huggingface_hub or the network (kvplan import --hub)
+        └── LocalGPUError            --gpu local: no nvidia-smi/rocm-smi, or no usable answer
 """
 
 from __future__ import annotations
@@ -80,6 +83,30 @@ class ModelNotFoundError(KvplanError, LookupError):
             f"unknown model {shown!r}{hint} (`kvplan models` lists the catalog; "
             "a path to a spec file works too)"
         )
+
+
+class NameRefusedError(ModelNotFoundError):
+    """The name is a known variant of a catalog model that differs from it (or is unchecked)."""
+
+    def __init__(self, query: str, reason: str, suggestions: list[str]) -> None:
+        super().__init__(query, suggestions)
+        shown = query if len(query) <= 80 else query[:77] + "..."
+        hint = f"; nearest: {', '.join(suggestions)}" if suggestions else ""
+        self.args = (f"model {shown!r} is not in the catalog: {reason}{hint}",)
+
+
+class HubNotFoundError(ModelNotFoundError):
+    """The Hub has no such repository, or no such revision of it (exit 2, like any unknown
+    model)."""
+
+    def __init__(self, query: str, message: str) -> None:
+        self.query = query
+        self.suggestions = ()
+        Exception.__init__(self, message)
+
+
+class LocalGPUError(UnavailableError):
+    """No GPU tool here, or its answer cannot be used for planning (exit 3)."""
 
 
 def closest(

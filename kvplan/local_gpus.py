@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 
-from kvplan.errors import UnavailableError
+from kvplan.errors import LocalGPUError
 from kvplan.hardware import GPU, LOCAL, UnknownGPUError, custom_gpu, find_gpu, normalize_gpu_name
 
 MiB = 2**20
@@ -42,10 +42,6 @@ DRIVER_RESERVE_BYTES = 2048 * MiB
 #: Memory already in use above this is worth saying: a display or a driver context holds a few
 #: hundred MiB; more means another process holds memory an engine will not get.
 BUSY_BYTES = 1024 * MiB
-
-
-class LocalGPUError(UnavailableError):
-    """No GPU tool here, or its answer cannot be used for planning (exit 3)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvplan.errors import ModelNotFoundError, closest
+from kvplan.errors import ModelNotFoundError, NameRefusedError, closest
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +40,6 @@ class Reading:
     name: str
     weight_dtype: str | None
     provenance: tuple[str, ...]
-
-
-class NameRefusedError(ModelNotFoundError):
-    """The name is a known variant of a catalog model that differs from it (or is unchecked)."""
-
-    def __init__(self, query: str, reason: str, suggestions: list[str]) -> None:
-        super().__init__(query, suggestions)
-        shown = query if len(query) <= 80 else query[:77] + "..."
-        hint = f"; nearest: {', '.join(suggestions)}" if suggestions else ""
-        self.args = (f"model {shown!r} is not in the catalog: {reason}{hint}",)
 
 
 _FP8 = Format("fp8_e4m3", "fp8 weights, 128x128 block scales counted")

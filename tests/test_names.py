@@ -9,8 +9,7 @@ from typer.testing import CliRunner
 
 from kvplan.catalog import load_model
 from kvplan.cli import app
-from kvplan.errors import ModelNotFoundError
-from kvplan.names import NameRefusedError
+from kvplan.errors import ModelNotFoundError, NameRefusedError
 from kvplan.weights import QUANTIZATIONS, model_weights
 
 runner = CliRunner()

@@ -204,12 +204,18 @@ def is_hf_config(path: Path) -> bool:
     )
 
 
-def import_config(path: str | Path, name: str | None = None, hf_id: str | None = None) -> Imported:
+def import_config(
+    path: str | Path,
+    name: str | None = None,
+    hf_id: str | None = None,
+    weights: WeightCount | None = None,
+) -> Imported:
     """Read a config.json, or a model folder holding one, into a validated spec.
 
     From a folder the safetensors headers (or the index) add the exact parameter count, its
-    formats and, with ``quantization_config``, how many parameters are quantized. Raises
-    SpecError naming the file for anything unmapped, malformed or invalid.
+    formats and, with ``quantization_config``, how many parameters are quantized; ``weights``
+    gives that count when the headers were read elsewhere (the Hub). Raises SpecError naming
+    the file for anything unmapped, malformed or invalid.
     """
     path = Path(path)
     folder = path if is_folder(path) else None
@@ -219,14 +225,14 @@ def import_config(path: str | Path, name: str | None = None, hf_id: str | None =
     shown = str(config_path)
     config = read_json(config_path)
     data, notes = spec_from_config(config, shown)
-    count = None
-    if folder is not None:
+    count = weights
+    if count is None and folder is not None:
         try:
             count = weights_in_folder(folder, config, data["torch_dtype"])
         except SpecError as e:
             raise SpecError(e.path or shown, e.problems, e.lines) from None
-        if count is not None:
-            _add_weights(data, notes, count)
+    if count is not None:
+        _add_weights(data, notes, count)
     try:
         quant = mapping(config.get("quantization_config"), "quantization_config")
     except SpecError as e:

@@ -30,9 +30,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import (
+    HubNotFoundError,
     HubUnavailableError,
     KvplanError,
-    ModelNotFoundError,
     SpecError,
     UnitError,
 )
@@ -40,7 +40,6 @@ from kvplan.importers.reading import CONFIG_NAME, read_json
 from kvplan.importers.safetensors import (
     INDEX_NAME,
     WeightCount,
-    headers_read_elsewhere,
     weights_from_headers,
 )
 
@@ -65,16 +64,6 @@ _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 _SHARD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}\.safetensors")
 _NETWORK_MODULES = ("httpx", "httpx2", "requests", "urllib3", "ssl", "socket")
 _TRUE = ("1", "ON", "YES", "TRUE")
-
-
-class HubNotFoundError(ModelNotFoundError):
-    """The Hub has no such repository, or no such revision of it (exit 2, like any unknown
-    model)."""
-
-    def __init__(self, query: str, message: str) -> None:
-        self.query = query
-        self.suggestions = ()
-        Exception.__init__(self, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +97,9 @@ def import_from_hub(hub_id: str, name: str | None = None) -> Imported:
     from kvplan.importers.config import import_config
 
     checkpoint = fetch_from_hub(hub_id)
-    if checkpoint.weights is None:
-        return import_config(checkpoint.folder, name, hf_id=checkpoint.repo_id)
-    with headers_read_elsewhere(checkpoint.folder, checkpoint.weights):
-        return import_config(checkpoint.folder, name, hf_id=checkpoint.repo_id)
+    return import_config(
+        checkpoint.folder, name, hf_id=checkpoint.repo_id, weights=checkpoint.weights
+    )
 
 
 def download_from_hub(repo_id: str, revision: str | None = None) -> Path:

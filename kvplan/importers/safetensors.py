@@ -15,9 +15,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,30 +165,9 @@ def weights_from_headers(
     return count_parameters(merged, quant, f"safetensors headers of {len(headers)} file(s){where}")
 
 
-#: The count of a checkpoint whose headers were read elsewhere (the Hub), for the folder that
-#: holds its config.json without the weights; set by ``headers_read_elsewhere``.
-_ELSEWHERE: ContextVar[tuple[Path, WeightCount] | None] = ContextVar(
-    "kvplan_weights_elsewhere", default=None
-)
-
-
-@contextmanager
-def headers_read_elsewhere(folder: Path, count: WeightCount) -> Iterator[None]:
-    """Within the block, ``weights_in_folder(folder)`` answers ``count``: the importer reads a
-    Hub snapshot (config.json and the index) as a folder, with the weights left on the Hub."""
-    token = _ELSEWHERE.set((folder, count))
-    try:
-        yield
-    finally:
-        _ELSEWHERE.reset(token)
-
-
 def weights_in_folder(folder: Path, config: Config, torch_dtype: str) -> WeightCount | None:
     """The checkpoint's parameters, from shard headers, else from the index's total_size when
     the checkpoint is unquantized (one dtype); None when the folder has neither."""
-    elsewhere = _ELSEWHERE.get()
-    if elsewhere is not None and elsewhere[0] == folder:
-        return elsewhere[1]
     shards = sorted(folder.glob("*.safetensors"))
     if shards:
         return weights_from_headers(
