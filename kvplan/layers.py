@@ -25,6 +25,8 @@ LayerKind = Literal[
     "chunked_attention",
     "linear_attention",
     "mamba",
+    "short_conv",
+    "attention_mamba",
     "no_cache",
 ]
 LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
@@ -182,6 +184,7 @@ class MLALatent:
 
     kv_lora_rank: int
     qk_rope_head_dim: int
+    index_head_dim: int = 0
     kind: ClassVar[str] = "mla_latent"
     state_bytes: ClassVar[int] = 0
 
@@ -189,8 +192,16 @@ class MLALatent:
     def max_tokens(self) -> int | None:
         return None
 
+    @property
+    def index_token_bytes(self) -> int:
+        """DeepSeek-V3.2's sparse-attention indexer keeps one key of ``index_head_dim`` values
+        a token beside the latent, in fp8 with one fp32 scale per 128 values whatever the
+        cache dtype (vLLM's ``DeepseekV32IndexerCache``): 128 + 128 // 128 x 4 = 132 B."""
+        return self.index_head_dim + self.index_head_dim // 128 * 4
+
     def k_token_bytes(self, dtype: DType) -> int:
-        return dtype.row_bytes(self.kv_lora_rank + self.qk_rope_head_dim)
+        # the indexer's key counts with the latent: both are one vector a token, no V
+        return dtype.row_bytes(self.kv_lora_rank + self.qk_rope_head_dim) + self.index_token_bytes
 
     def v_token_bytes(self, dtype: DType) -> int:
         return 0
@@ -202,20 +213,28 @@ class MLALatent:
         return self  # the latent is shared by all heads, so every rank keeps all of it
 
     def describe(self) -> str:
-        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+        indexer = f", indexer key {self.index_head_dim}" if self.index_head_dim else ""
+        return f"MLA latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}{indexer}"
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
         values = self.kv_lora_rank + self.qk_rope_head_dim
+        tokens = format_count(context_tokens, "token")
         if k_dtype.block_values == 1:
             latent = f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} rope) dims"
-            return f"{latent} x {_per_value(k_dtype)} x {format_count(context_tokens, 'token')}"
-        row = f"{values} values in {k_dtype.name} = {k_dtype.row_bytes(values):,} B"
-        return f"({row}) x {format_count(context_tokens, 'token')}"
+            latent = f"{latent} x {_per_value(k_dtype)}"
+        else:
+            latent = f"{values} values in {k_dtype.name} = {k_dtype.row_bytes(values):,} B"
+        if not self.index_head_dim:
+            return f"{latent} x {tokens}" if k_dtype.block_values == 1 else f"({latent}) x {tokens}"
+        indexer = f"indexer {self.index_head_dim} fp8 + scales = {self.index_token_bytes} B"
+        return f"({latent} + {indexer}) x {tokens}"
 
 
 @dataclass(frozen=True, slots=True)
 class RecurrentState:
-    """A fixed state per sequence (Mamba, gated delta net), independent of the context.
+    """A fixed state per sequence (Mamba, gated delta net, LFM2's short convolution),
+    independent of the context. A short convolution keeps only its conv tail (no SSM state):
+    LFM2 1.2B, ``conv_L_cache`` 3 over 2,048 channels: 2,048 x 2 = 4,096 values a layer.
 
     ``conv_values`` and ``ssm_values`` are the element counts of the convolution state and of
     the recurrent (SSM) state; both are stored in ``state_dtype``, not in the KV cache dtype.
@@ -260,6 +279,11 @@ class RecurrentState:
         )
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        if not self.ssm_values:  # a short convolution keeps only its tail
+            return (
+                f"{self.conv_values:,} conv values x {_per_value(self.state_dtype)},"
+                " whatever the context"
+            )
         return (
             f"({self.conv_values:,} conv + {self.ssm_values:,} ssm) values"
             f" x {_per_value(self.state_dtype)}, whatever the context"
@@ -294,6 +318,61 @@ class NoCache:
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
         return "0"
+
+
+@dataclass(frozen=True, slots=True)
+class SharedKV(NoCache):
+    """A layer that reads the K and V an earlier layer of its kind wrote (Gemma 3n, Gemma 4:
+    the last ``num_kv_shared_layers`` layers): it keeps nothing of its own. Gemma 3n E4B: 35
+    layers, 15 shared, so only 20 layers' K and V are cached."""
+
+    kind: ClassVar[str] = "kv_shared"
+
+    def describe(self) -> str:
+        return "reuses an earlier layer's K and V"
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionAndState:
+    """One layer that keeps both an attention cache and a recurrent state: Falcon-H1 runs
+    Mamba2 beside attention in every layer; Zamba2's hybrid layers apply a shared attention
+    block (with a KV cache of its own at each depth) before their Mamba2 mixer. Falcon-H1 0.5B
+    (bf16 cache): 2 x 2 heads x 64 x 2 B = 512 B a token, plus the Mamba2 state, per layer."""
+
+    attention: FullAttention
+    state: RecurrentState
+    kind: ClassVar[str] = "attention_mamba"
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.attention.max_tokens
+
+    @property
+    def state_bytes(self) -> int:
+        return self.state.state_bytes
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return self.attention.k_token_bytes(dtype)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return self.attention.v_token_bytes(dtype)
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return self.attention.max_blocks(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        attention = self.attention.shard(tensor_parallel_size)
+        state = self.state.shard(tensor_parallel_size)
+        assert isinstance(attention, FullAttention)
+        assert isinstance(state, RecurrentState)
+        return replace(self, attention=attention, state=state)
+
+    def describe(self) -> str:
+        return f"{self.attention.describe()}; and {self.state.describe()}"
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
+        return f"{attention} + {self.state.formula(context_tokens, k_dtype, v_dtype)}"
 
 
 def _row(heads: int, dims: int, dtype: DType) -> str:

@@ -29,6 +29,7 @@ from pydantic import (
 
 from kvplan.errors import SpecError, UnitError
 from kvplan.layers import (
+    AttentionAndState,
     ChunkedLocalAttention,
     FullAttention,
     LayerCache,
@@ -37,6 +38,7 @@ from kvplan.layers import (
     MLALatent,
     NoCache,
     RecurrentState,
+    SharedKV,
     SlidingWindowAttention,
 )
 from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
@@ -138,6 +140,29 @@ class ModelSpec(BaseModel):
     attention_chunk_size: Tokens | None = Field(
         None, description="Chunk of chunked local attention layers (Llama 4)."
     )
+    # --- per-layer geometry and shared caches -------------------------------------------------
+    num_kv_shared_layers: Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)] | None = Field(
+        None,
+        description="Gemma 3n/4: the last this many layers reuse the K and V of the last earlier"
+        " layer of their kind and keep no cache.",
+    )
+    num_key_value_heads_per_layer: tuple[Dim, ...] | None = Field(
+        None,
+        max_length=MAX_LAYERS,
+        description="KV heads of each layer when they differ (DeciLM block_configs, OpenELM);"
+        " one per layer, overriding num_key_value_heads.",
+    )
+    head_dim_per_layer: tuple[Dim, ...] | None = Field(
+        None,
+        max_length=MAX_LAYERS,
+        description="K and V head dim of each layer when they differ; one per layer.",
+    )
+    global_head_dim: Dim | None = Field(
+        None, description="Gemma 4: head dim of the full_attention layers (others: head_dim)."
+    )
+    num_global_key_value_heads: Dim | None = Field(
+        None, description="Gemma 4: KV heads of the full_attention layers."
+    )
     # --- multi-head latent attention ----------------------------------------------------------
     kv_lora_rank: Dim | None = Field(
         None, description="MLA latent rank; with it, attention layers cache one latent."
@@ -145,6 +170,11 @@ class ModelSpec(BaseModel):
     qk_rope_head_dim: Dim | None = Field(None, description="MLA decoupled RoPE key dims.")
     qk_nope_head_dim: Dim | None = Field(None, description="MLA per-head non-RoPE dims.")
     q_lora_rank: Dim | None = Field(None, description="MLA query rank (no cache).")
+    index_head_dim: Dim | None = Field(
+        None,
+        description="DeepSeek-V3.2: the sparse-attention indexer's key dim, cached in fp8 with"
+        " an fp32 scale per 128 values beside each MLA latent.",
+    )
     # --- recurrent state ----------------------------------------------------------------------
     mamba_d_state: Dim | None = Field(None, description="Mamba SSM state size.")
     mamba_d_conv: Dim | None = Field(None, description="Mamba convolution kernel.")
@@ -160,6 +190,14 @@ class ModelSpec(BaseModel):
     linear_value_head_dim: Dim | None = Field(None, description="Gated delta net V dim.")
     linear_conv_kernel_dim: Dim | None = Field(
         None, description="Gated delta net convolution kernel."
+    )
+    conv_L_cache: Dim | None = Field(  # the config.json name, as every key here
+        None,
+        description="LFM2: short_conv kernel (absent: 3, as Lfm2Config); each such layer keeps"
+        " kernel - 1 positions.",
+    )
+    conv_dim: Dim | None = Field(
+        None, description="LFM2: channels of the short convolution (absent: hidden_size)."
     )
     state_dtype: StrictStr = Field("float32", description="dtype of recurrent state.")
     # --- weights (sized by the planner) -------------------------------------------------------
@@ -226,7 +264,7 @@ class ModelSpec(BaseModel):
                 f"stored_weight_bytes.layers_bytes: {len(stored.layers_bytes)} entries for"
                 f" {self.num_hidden_layers} layers (num_hidden_layers)"
             )
-        layers = tuple(self._layer_for(kind) for kind in self._layer_kinds())
+        layers = self._shared(tuple(self._layer_for(i, k) for i, k in enumerate(self._kinds())))
         counts: dict[LayerCache, int] = {}
         for layer in layers:
             counts[layer] = counts.get(layer, 0) + 1
@@ -301,6 +339,29 @@ class ModelSpec(BaseModel):
         """KV heads of the attention layers (``num_attention_heads`` when not stated)."""
         return self.num_key_value_heads or self.num_attention_heads
 
+    def _kinds(self) -> tuple[str, ...]:
+        n = self.num_hidden_layers
+        for key in ("num_key_value_heads_per_layer", "head_dim_per_layer"):
+            given = getattr(self, key)
+            if given is not None and len(given) != n:
+                raise ValueError(f"{key}: has {len(given)} entries but num_hidden_layers is {n}")
+        return self._layer_kinds()
+
+    def _shared(self, layers: tuple[LayerCache, ...]) -> tuple[LayerCache, ...]:
+        """The last ``num_kv_shared_layers`` layers read the cache of the last earlier layer of
+        their kind (vLLM's ``kv_sharing_target_layer_name``); one without such a layer keeps
+        its own, as vLLM does."""
+        shared = self.num_kv_shared_layers or 0
+        n = len(layers)
+        if shared >= n:
+            raise ValueError(f"num_kv_shared_layers: {shared} leaves none of the {n} layers")
+        first = n - shared
+        earlier = {type(layer) for layer in layers[:first]}
+        return tuple(
+            SharedKV() if i >= first and type(layer) in earlier else layer
+            for i, layer in enumerate(layers)
+        )
+
     def _layer_kinds(self) -> tuple[str, ...]:
         n = self.num_hidden_layers
         if self.layer_types is not None and self.layer_types_pattern is not None:
@@ -322,34 +383,49 @@ class ModelSpec(BaseModel):
             return ("chunked_attention",) * n
         return ("full_attention",) * n
 
-    def _layer_for(self, kind: str) -> LayerCache:
+    def _layer_for(self, i: int, kind: str) -> LayerCache:
         match kind:
             case "full_attention" if self.kv_lora_rank is not None:
                 if self.qk_rope_head_dim is None:
                     raise ValueError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
-                return MLALatent(self.kv_lora_rank, self.qk_rope_head_dim)
+                index = self.index_head_dim or 0
+                return MLALatent(self.kv_lora_rank, self.qk_rope_head_dim, index)
             case "full_attention":
-                return FullAttention(self.kv_heads, *self._head_dims())
+                heads = self.num_global_key_value_heads or self._kv_heads(i)
+                return FullAttention(heads, *self._head_dims(i, self.global_head_dim))
             case "sliding_attention":
                 if self.sliding_window is None:
                     raise ValueError("sliding_window: required by sliding_attention layers")
                 return SlidingWindowAttention(
-                    self.kv_heads, *self._head_dims(), window=self.sliding_window
+                    self._kv_heads(i), *self._head_dims(i), window=self.sliding_window
                 )
             case "chunked_attention":
                 if self.attention_chunk_size is None:
                     raise ValueError("attention_chunk_size: required by chunked_attention layers")
                 return ChunkedLocalAttention(
-                    self.kv_heads, *self._head_dims(), chunk=self.attention_chunk_size
+                    self._kv_heads(i), *self._head_dims(i), chunk=self.attention_chunk_size
                 )
             case "mamba":
                 return self._mamba_state()
             case "linear_attention":
                 return self._linear_state()
+            case "short_conv":
+                return self._short_conv_state()
+            case "attention_mamba":
+                attention = FullAttention(self._kv_heads(i), *self._head_dims(i))
+                return AttentionAndState(attention, self._mamba_state())
             case _:
                 return NoCache()
 
-    def _head_dims(self) -> tuple[int, int]:
+    def _kv_heads(self, i: int) -> int:
+        per_layer = self.num_key_value_heads_per_layer
+        return self.kv_heads if per_layer is None else per_layer[i]
+
+    def _head_dims(self, i: int = 0, override: int | None = None) -> tuple[int, int]:
+        if override is not None:
+            return override, override
+        if self.head_dim_per_layer is not None:
+            return self.head_dim_per_layer[i], self.head_dim_per_layer[i]
         head_dim = self.head_dim
         if head_dim is None:
             if self.hidden_size is None:
@@ -382,6 +458,15 @@ class ModelSpec(BaseModel):
             conv = d_inner * (d_conv - 1)
             ssm = d_inner * d_state
         return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype))
+
+    def _short_conv_state(self) -> RecurrentState:
+        kernel = self.conv_L_cache or 3  # Lfm2Config's default
+        channels = self.conv_dim or self.hidden_size
+        if channels is None:
+            raise ValueError("conv_dim: required by short_conv layers without hidden_size")
+        # a depthwise convolution over conv_dim channels keeps its last kernel - 1 inputs
+        conv = channels * (kernel - 1)
+        return RecurrentState("short_conv", conv, 0, resolve_dtype(self.state_dtype))
 
     def _linear_state(self) -> RecurrentState:
         nk, nv = self.linear_num_key_heads, self.linear_num_value_heads

@@ -64,6 +64,8 @@ _NSA_ROPE_BYTES = 2
 
 def _kv_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
     """The cache dtype: ``auto``/None is the model dtype; SGLang stores whole elements only."""
+    if any(layer.kind == "attention_mamba" for layer in spec.layers):
+        raise UnitError("SGLang profile: layers with attention and Mamba2 state are not modelled")
     dtype = cache_dtypes(spec, "sglang", kv_cache_dtype=kv_cache_dtype).k
     name = dtype.name
     if dtype.block_values != 1:
@@ -84,8 +86,8 @@ def _cell_size_of(
             case MLALatent():
                 # The latent is shared by all heads, so TP does not split it.
                 cell += (layer.kv_lora_rank + layer.qk_rope_head_dim) * dtype.block_bytes
-                if index_head_dim is not None:
-                    cell += _index_key_bytes(index_head_dim)
+                if index := index_head_dim or layer.index_head_dim:  # given, or the spec's
+                    cell += _index_key_bytes(index)
             case FullAttention():
                 # Sliding and chunked layers too: the profile step sums every attention layer.
                 shard = layer.shard(tp)
@@ -131,7 +133,7 @@ def _mla_pool_dim_bytes(layer: MLALatent, dtype: DType, index_head_dim: int | No
     NSA in fp8 (non-trtllm backends) packs 512 fp8 values, 4 fp32 scales and the 64 RoPE
     values in bf16: 512 + 16 + 128 = 656 B. Otherwise ``(rank + rope) x dtype bytes``.
     """
-    if index_head_dim is not None and dtype.name.startswith("fp8"):
+    if index_head_dim and dtype.name.startswith("fp8"):
         return (
             layer.kv_lora_rank
             + layer.kv_lora_rank // NSA_QUANT_BLOCK * _FP32_SCALE_BYTES
@@ -157,7 +159,7 @@ def pool_token_bytes(
     for layer in spec.layers:
         match layer:
             case MLALatent():
-                k_bytes += _mla_pool_dim_bytes(layer, dtype, index_head_dim)
+                k_bytes += _mla_pool_dim_bytes(layer, dtype, index_head_dim or layer.index_head_dim)
             case FullAttention():
                 shard = layer.shard(tp)
                 k_bytes += shard.k_token_bytes(dtype)
@@ -323,10 +325,11 @@ def pool_bytes(
     for layer in spec.layers if layers is None else layers:
         match layer:
             case MLALatent():
-                k_bytes += rows * _mla_pool_dim_bytes(layer, dtype, index_head_dim)
-                if index_head_dim is not None:
+                index = index_head_dim or layer.index_head_dim
+                k_bytes += rows * _mla_pool_dim_bytes(layer, dtype, index)
+                if index:
                     pages = (max_total_num_tokens + page_size + 1) // page_size
-                    k_bytes += pages * page_size * _index_key_bytes(index_head_dim)
+                    k_bytes += pages * page_size * _index_key_bytes(index)
             case FullAttention():
                 shard = layer.shard(tp)
                 k_bytes += rows * shard.k_token_bytes(dtype)

@@ -155,9 +155,9 @@ def _layer_bytes(
         case RecurrentState():
             # transformers keeps the whole kernel width of conv history (vLLM and llama.cpp
             # keep kernel - 1 columns): Jamba, d_inner 8192 and kernel 4 -> 8192 x 4 values
-            kernel = (
-                spec.mamba_d_conv if layer.kind == "mamba" else spec.linear_conv_kernel_dim
-            ) or 2
+            # (LFM2's short convolution too: conv_L_cache columns)
+            kernels = {"mamba": spec.mamba_d_conv, "short_conv": spec.conv_L_cache}
+            kernel = kernels.get(layer.kind, spec.linear_conv_kernel_dim) or 2
             conv_values = layer.conv_values // (kernel - 1) * kernel
             conv = batch * model_dtype.row_bytes(conv_values)
             ssm = batch * layer.state_dtype.row_bytes(layer.ssm_values)

@@ -76,6 +76,10 @@ def _attention_layers(layers: Sequence[LayerCache]) -> list[LayerCache]:
     cached: list[LayerCache] = []
     for layer in layers:
         match layer:
+            case MLALatent() if layer.index_head_dim:
+                raise UnitError(
+                    "TensorRT-LLM profile: the DeepSeek-V3.2 indexer cache is not modelled"
+                )
             case MLALatent() | FullAttention():
                 cached.append(layer)
             case NoCache():
@@ -85,6 +89,8 @@ def _attention_layers(layers: Sequence[LayerCache]) -> list[LayerCache]:
                     "TensorRT-LLM profile: hybrid recurrent models (MambaHybridCacheManager)"
                     " are not modelled"
                 )
+            case _:
+                raise UnitError(f"TensorRT-LLM profile: {layer.kind} layers are not modelled")
     return cached
 
 

@@ -36,6 +36,15 @@ from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_flags import Settings, resolve
+from kvplan.engines.vllm_layout import (  # re-exported: callers read them from here
+    FP8_DS_MLA_TOKEN_BYTES as FP8_DS_MLA_TOKEN_BYTES,
+)
+from kvplan.engines.vllm_layout import PER_TOKEN_HEAD as PER_TOKEN_HEAD
+from kvplan.engines.vllm_layout import PageSpec as PageSpec
+from kvplan.engines.vllm_layout import _align_to_state_pages, part_owners
+from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
+from kvplan.engines.vllm_layout import page_spec as page_spec
+from kvplan.engines.vllm_layout import page_specs as page_specs
 from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
     DEFAULT_VERSION as DEFAULT_VERSION,
 )
@@ -48,18 +57,10 @@ from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
 from kvplan.engines.vllm_versions import resolve_version as resolve_version
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware import GPU
-from kvplan.layers import (
-    ChunkedLocalAttention,
-    FullAttention,
-    LayerCache,
-    MLALatent,
-    NoCache,
-    RecurrentState,
-    SlidingWindowAttention,
-)
+from kvplan.layers import RecurrentState
 from kvplan.spec import ModelSpec
 from kvplan.stages import walk_stages
-from kvplan.units import FLOAT_DTYPES, DType, GiB, MiB, cdiv, fraction_of, resolve_dtype
+from kvplan.units import FLOAT_DTYPES, GiB, MiB, fraction_of, resolve_dtype
 from kvplan.weights import pipeline_partition, weights_for_pool
 
 
@@ -85,45 +86,6 @@ class VllmConfig:
     async_scheduling: bool | None = None
     mamba_cache_mode: str | None = None
     num_gpu_blocks_override: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PageSpec:
-    """One layer's cache spec as vLLM sees it: what a page holds and how many a request needs.
-
-    ``token_bytes``: one token of one layer (attention), or the whole state (mamba);
-    ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it;
-    ``in_flight``: tokens a sliding or chunked layer reserves beyond its window (0:
-    ``max_num_batched_tokens``); ``state_blocks``: state pages a request holds (mamba).
-    """
-
-    kind: str  # full | sliding | chunked | mla | mamba
-    token_bytes: int
-    block_size: int
-    window: int = 0
-    padded_page_bytes: int = 0
-    in_flight: int = 0
-    state_blocks: int = 1
-
-    @property
-    def page_bytes(self) -> int:
-        if self.kind == "mamba":
-            return max(self.token_bytes, self.padded_page_bytes)
-        return self.block_size * self.token_bytes
-
-    def blocks_per_request(self, cfg: VllmConfig) -> int:
-        bs, length = self.block_size, cfg.max_model_len
-        batched = self.in_flight or cfg.max_num_batched_tokens
-        match self.kind:
-            case "sliding":
-                # the window need not start on a block boundary: one block more
-                return cdiv(min(self.window - 1 + batched, length), bs) + 1
-            case "chunked":
-                return cdiv(min(self.window + batched, length), bs)
-            case "mamba":
-                return self.state_blocks  # whatever the request's length
-            case _:
-                return cdiv(length, bs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,113 +196,6 @@ class VllmResult:
         )
 
 
-#: ``--kv-cache-dtype`` values that are layouts rather than plain element types.
-PER_TOKEN_HEAD = {"int8_per_token_head": "int8", "fp8_per_token_head": "fp8_e4m3"}
-FP8_DS_MLA_TOKEN_BYTES = 656  # 512 fp8 latent values + 4 fp32 scales + 64 bf16 rope values
-
-
-def page_spec(
-    layer: LayerCache,
-    tp: int,
-    kv_cache_dtype: str,
-    block_size: int,
-    state_dtype: DType,
-    conv_dtype: DType | None = None,
-) -> PageSpec | None:
-    """vLLM's cache spec of one layer on one rank; None for layers without a KV cache.
-
-    A recurrent layer keeps its SSM state in ``state_dtype`` (``--mamba-ssm-cache-dtype``) and
-    its convolution tail in ``conv_dtype`` (``--mamba-cache-dtype``, the model dtype; default:
-    ``state_dtype``).
-
-    ``kv_cache_dtype`` is vLLM's flag value: an element type (``bfloat16``, ``fp8``...),
-    ``int8_per_token_head``/``fp8_per_token_head`` (1 B a value plus one fp32 scale per token
-    per head, for K and for V), or ``fp8_ds_mla`` (656 B per token of an MLA layer).
-    """
-    match layer:
-        case MLALatent():
-            if kv_cache_dtype == "fp8_ds_mla":
-                return PageSpec("mla", FP8_DS_MLA_TOKEN_BYTES, block_size)
-            dtype = resolve_dtype(PER_TOKEN_HEAD.get(kv_cache_dtype, kv_cache_dtype))
-            return PageSpec(
-                "mla", dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim), block_size
-            )
-        case SlidingWindowAttention() | ChunkedLocalAttention() | FullAttention():
-            heads = max(1, layer.num_kv_heads // tp)
-            if kv_cache_dtype == "fp8_ds_mla":
-                raise UnitError("--kv-cache-dtype fp8_ds_mla applies to MLA models only")
-            if kv_cache_dtype in PER_TOKEN_HEAD:
-                row = heads * layer.head_dim + heads * 4  # 1 B a value + an fp32 scale a head
-            else:
-                row = resolve_dtype(kv_cache_dtype).row_bytes(heads * layer.head_dim)
-            token = row * 2  # K and V
-            if isinstance(layer, SlidingWindowAttention):
-                return PageSpec("sliding", token, block_size, layer.window)
-            if isinstance(layer, ChunkedLocalAttention):
-                return PageSpec("chunked", token, block_size, layer.chunk)
-            return PageSpec("full", token, block_size)
-        case RecurrentState():
-            shard = layer.shard(tp)
-            assert isinstance(shard, RecurrentState)
-            conv = (conv_dtype or state_dtype).row_bytes(shard.conv_values)
-            state = conv + state_dtype.row_bytes(shard.ssm_values)
-            return PageSpec("mamba", state, block_size)
-        case NoCache():
-            return None
-    raise UnitError(f"vLLM profile: {layer.kind} layers are not modelled")
-
-
-def _align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
-    """Hybrids with recurrent state: vLLM raises the attention block size until one attention
-    page holds at least one state page, then pads the state page to the attention page, so
-    every page in the shared pool has one size. Qwen3-Next (bf16): an attention token is
-    2 x 2 x 256 x 2 = 2,048 B on one rank and a gated-delta-net state 1,097,728 B, so blocks
-    grow from 16 to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (page 1,114,112 B)."""
-    states = [s for s in specs if s is not None and s.kind == "mamba"]
-    attention = [s for s in specs if s is not None and s.kind != "mamba"]
-    if not states or not attention:
-        return specs
-    token = max(s.token_bytes for s in attention)
-    base = attention[0].block_size
-    state_page = max(s.token_bytes for s in states)
-    block_size = base * cdiv(state_page, base * token) if state_page > base * token else base
-    page = block_size * token
-    return [
-        None
-        if s is None
-        else replace(s, padded_page_bytes=page, block_size=block_size)
-        if s.kind == "mamba"
-        else replace(s, block_size=block_size)
-        for s in specs
-    ]
-
-
-def kv_cache_groups(specs: Sequence[PageSpec]) -> tuple[list[tuple[PageSpec, int]], int, int]:
-    """vLLM's groups for one model: ``([(spec, layers in group)...], group_size, padding)``.
-
-    Uniform models form one group of every layer. Hybrids cut each type into groups of
-    ``group_size`` layers: the smallest type's count, or the largest's when under 1.5x it.
-    Gemma 3 12B: 40 sliding + 8 full -> group size 8, six groups, no padding.
-    """
-    by_type: dict[PageSpec, int] = {}
-    for spec in specs:
-        by_type[spec] = by_type.get(spec, 0) + 1
-    if len(by_type) <= 1:
-        return list(by_type.items()), max(by_type.values(), default=0), 0
-    pages = {s.page_bytes for s in by_type}
-    if len(pages) != 1:
-        raise UnitError("vLLM profile: hybrid models with unequal page sizes are not modelled yet")
-    smallest, largest = min(by_type.values()), max(by_type.values())
-    group_size = largest if largest < smallest * 1.5 else smallest
-    groups: list[tuple[PageSpec, int]] = []
-    padding = 0
-    for spec, count in by_type.items():
-        num_groups = cdiv(count, group_size)
-        padding += num_groups * group_size - count
-        groups.extend((spec, group_size) for _ in range(num_groups))
-    return groups, group_size, padding
-
-
 def estimate_overhead(
     spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int
 ) -> Overhead:
@@ -398,7 +253,9 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
             used = overhead.weights_bytes + overhead.activation_bytes + overhead.non_torch_bytes
             available = max(0, usable - used)
         first, last = stage.first_layer, stage.last_layer
-        stage_group_size = _stage_group_size(layer_specs, groups, group_size, first, last)
+        stage_group_size = _stage_group_size(
+            layer_specs, part_owners(spec.layers), groups, group_size, (first, last)
+        )
         stages.append(
             StageResult(
                 stage.index, first, last, overhead, available, available // page // stage_group_size
@@ -430,8 +287,9 @@ def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
 def layout(
     spec: ModelSpec, cfg: VllmConfig
 ) -> tuple[list[PageSpec | None], list[tuple[PageSpec, int]], int, int]:
-    """vLLM's cache layout of ``spec``: each layer's page spec (None: no cache), the groups,
-    the layers per group, and the padding layers. Needs no budget."""
+    """vLLM's cache layout of ``spec``: each cache layer's page spec (None: no cache; a layer
+    with attention and state gives two, ``part_owners``), the groups, the layers per group,
+    and the padding layers. Needs no budget."""
     served = _served_dtype(spec, cfg)
     model_dtype = resolve_dtype(served)
     cache_format = cfg.kv_cache_dtype or model_dtype.name
@@ -439,8 +297,11 @@ def layout(
     tp = cfg.tensor_parallel_size
     layer_specs = _align_to_state_pages(
         [
-            page_spec(layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype)
+            part
             for layer in spec.layers
+            for part in page_specs(
+                layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype
+            )
         ]
     )
     if cfg.version == "0.8":
@@ -478,22 +339,24 @@ def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:
 
 def _stage_group_size(
     layer_specs: Sequence[PageSpec | None],
+    owners: Sequence[int],
     groups: Sequence[tuple[PageSpec, int]],
     group_size: int,
-    first: int,
-    last: int,
+    stage: tuple[int, int],
 ) -> int:
     """Layers per group on the stage holding layers ``first..last``: vLLM projects the global
     groups onto each worker. A type's layers are dealt round-robin into its groups
-    (``layers[i::num_groups]``), so each stage keeps a share of every group."""
-    if first == 0 and last == len(layer_specs) - 1:
+    (``layers[i::num_groups]``), so each stage keeps a share of every group. ``owners``:
+    the decoder layer of each cache layer; ``stage``: its first and last decoder layer."""
+    first, last = stage
+    if first == 0 and last == owners[-1]:
         return group_size
     largest = 0
     for spec in dict.fromkeys(g for g, _ in groups):
         members = [i for i, s in enumerate(layer_specs) if s == spec]
         num_groups = sum(1 for g, _ in groups if g == spec)
         for j in range(num_groups):
-            on_stage = sum(1 for i in members[j::num_groups] if first <= i <= last)
+            on_stage = sum(1 for i in members[j::num_groups] if first <= owners[i] <= last)
             largest = max(largest, on_stage)
     return max(1, largest)
 
@@ -589,8 +452,8 @@ def v0_num_gpu_blocks(
     dtype = cache_dtypes(spec, "vllm", kv_cache_dtype=kv_cache_dtype).k
     per_block = 0
     for layer in spec.layers:
-        page = page_spec(layer, tensor_parallel_size, dtype.name, block_size, dtype)
-        per_block += page.page_bytes if page is not None else 0
+        for page in page_specs(layer, tensor_parallel_size, dtype.name, block_size, dtype):
+            per_block += page.page_bytes if page is not None else 0
     if per_block == 0:
         raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
     return kv_cache_bytes // per_block
