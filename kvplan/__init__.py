@@ -83,6 +83,15 @@ _LAZY: dict[str, str] = {
     "StagePlan": "kvplan.planner",
     "estimate_overhead": "kvplan.planner",
     "plan": "kvplan.planner",
+    "Candidate": "kvplan.planner.cluster",
+    "ClusterPlan": "kvplan.planner.cluster",
+    "plan_cluster": "kvplan.planner.api",
+    "System": "kvplan.systems",
+    "UnknownSystemError": "kvplan.systems",
+    "find_system": "kvplan.systems",
+    "list_systems": "kvplan.systems",
+    "Price": "kvplan.costs",
+    "list_prices": "kvplan.costs",
     "ProbeResult": "kvplan.probe",
     "run_probe": "kvplan.probe",
     "EngineFlags": "kvplan.flags",
@@ -108,6 +117,7 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from kvplan.budget import AssertionResult, Budget, check_budget, load_budget
     from kvplan.catalog import list_models, load_model
+    from kvplan.costs import Price, list_prices
     from kvplan.diffing import Diff, diff_files
     from kvplan.dtypes import CacheDTypes, cache_dtypes
     from kvplan.engines.base import EngineResult
@@ -155,9 +165,12 @@ if TYPE_CHECKING:
         perf,
     )
     from kvplan.planner import LengthMix, Overhead, Plan, StagePlan, estimate_overhead, plan
+    from kvplan.planner.api import plan_cluster
+    from kvplan.planner.cluster import Candidate, ClusterPlan
     from kvplan.probe import ProbeResult, run_probe
     from kvplan.schemas import json_schema
     from kvplan.spec import ModelSpec, load_spec, parse_spec
+    from kvplan.systems import System, UnknownSystemError, find_system, list_systems
     from kvplan.units import DType, format_bytes, parse_bytes, parse_tokens, resolve_dtype
     from kvplan.weights import Weights, model_weights, pipeline_partition
     from kvplan.workload import load_lengths
@@ -186,7 +199,9 @@ __all__ = [
     "AssertionResult",
     "Budget",
     "CacheDTypes",
+    "Candidate",
     "ChunkedLocalAttention",
+    "ClusterPlan",
     "Comparison",
     "DType",
     "DecodeStep",
@@ -209,6 +224,7 @@ __all__ = [
     "Perf",
     "Plan",
     "Prefill",
+    "Price",
     "ProbeResult",
     "ProbeUnavailableError",
     "Reconciliation",
@@ -216,10 +232,12 @@ __all__ = [
     "SlidingWindowAttention",
     "SpecError",
     "StagePlan",
+    "System",
     "UnavailableError",
     "UnitError",
     "UnknownEngineError",
     "UnknownGPUError",
+    "UnknownSystemError",
     "VllmConfig",
     "VllmResult",
     "Weights",
@@ -235,12 +253,15 @@ __all__ = [
     "estimate_overhead",
     "explain",
     "find_gpu",
+    "find_system",
     "format_bytes",
     "import_config",
     "json_schema",
     "list_architectures",
     "list_gpus",
     "list_models",
+    "list_prices",
+    "list_systems",
     "llamacpp_kv_cache",
     "load_budget",
     "load_lengths",
@@ -254,6 +275,7 @@ __all__ = [
     "perf",
     "pipeline_partition",
     "plan",
+    "plan_cluster",
     "read_log",
     "recommend",
     "reconcile",

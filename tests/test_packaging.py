@@ -47,7 +47,7 @@ def test_wheel_contains_specs_and_typing_marker(wheel: Path) -> None:
     assert len(specs) == len(list((ROOT / "model_specs").glob("*.yaml")))
     assert "kvplan/model_specs/llama-3.1-8b.yaml" in specs
     gpus = {n for n in names if n.startswith("kvplan/gpu_specs/") and n.endswith(".yaml")}
-    assert len(gpus) == len(list((ROOT / "gpu_specs").glob("*.yaml")))
+    assert len(gpus) == len(list((ROOT / "gpu_specs").rglob("*.yaml")))  # systems/, prices/ too
     assert "kvplan/gpu_specs/nvidia-hopper.yaml" in gpus
     assert "kvplan/py.typed" in names
     assert any(n.endswith("entry_points.txt") for n in names)

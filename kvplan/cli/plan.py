@@ -4,6 +4,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli.cluster_options import (
+    ClusterAsk,
+    GpusPerNodeOpt,
+    NodesOpt,
+    ObjectiveOpt,
+    PriceOpt,
+    PricesFileOpt,
+    SystemOpt,
+    TopOpt,
+)
 from kvplan.cli.common import (
     FormatOpt,
     ModelArg,
@@ -181,8 +191,7 @@ MemFractionStaticOpt = Annotated[
     str | None,
     _opt(
         "--mem-fraction-static",
-        help="SGLang: share of GPU memory for weights and KV pool (default: its automatic"
-        " value).",
+        help="SGLang: share of GPU memory for weights and KV pool (default: its automatic value).",
     ),
 ]
 MaxTotalTokensOpt = Annotated[
@@ -255,82 +264,128 @@ def plan_command(
     max_total_tokens: MaxTotalTokensOpt = None,
     page_size: PageSizeOpt = 1,
     engine_version: EngineVersionOpt = None,
+    system: SystemOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    nodes: NodesOpt = None,
+    objective: ObjectiveOpt = None,
+    top: TopOpt = None,
+    price: PriceOpt = None,
+    prices: PricesFileOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
 
     Give --max-model-len for the concurrency at that length, --concurrency for the longest
-    context that many requests reach, both (without -tp/-pp) for the smallest deployment.
+    context that many requests reach, both (without -tp/-pp) for the smallest deployment:
+    in whole nodes of the GPU's system (TP inside its NVLink domain, PP across nodes, replicas,
+    DP attention with expert parallelism for MoE models), ranked by --objective, with cost.
+    Several GPUs (--gpu h100,h200,mi300x) are compared under the objective.
     """
-    from kvplan.catalog import load_model
-    from kvplan.engine_plans import PlanRequest, plan_with
+    args = dict(locals())
+    guard(lambda: _plan(args))
+
+
+def _tokens(name: str, text: str | None) -> int | None:
+    from kvplan.units import parse_tokens
+
+    return option(name, parse_tokens, text) if text else None
+
+
+def _common(a: dict[str, Any]) -> dict[str, Any]:
+    """The settings every planner takes, parsed from plan's options ``a``."""
     from kvplan.planner import parse_utilization
     from kvplan.units import parse_bytes, parse_tokens
-    from kvplan.views import plan as views
+
+    return {
+        "max_model_len": _tokens("--max-model-len", a["max_model_len"]),
+        "concurrency": a["concurrency"],
+        "gpu_memory_utilization": option(
+            "--gpu-memory-utilization", parse_utilization, a["gpu_memory_utilization"]
+        ),
+        "kv_cache_dtype": auto_none(a["kv_cache_dtype"]),
+        "dtype": a["dtype"],
+        "quantization": a["quantization"],
+        "overhead_bytes": option("--overhead", parse_bytes, a["overhead"])
+        if a["overhead"]
+        else None,
+        "block_size": a["block_size"],
+        "shared_prefix_tokens": option("--shared-prefix", parse_tokens, a["shared_prefix"]),
+        "max_num_batched_tokens": a["max_num_batched_tokens"],
+    }
+
+
+def _engine_request(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
+    """The ``PlanRequest`` of plan's options ``a`` for one deployment on one GPU."""
+    from kvplan.engine_plans import PlanRequest
+    from kvplan.planner import parse_utilization
+    from kvplan.units import parse_bytes
     from kvplan.workload import load_lengths
 
-    def tokens(name: str, text: str | None) -> int | None:
-        return option(name, parse_tokens, text) if text else None
+    fraction = a["mem_fraction_static"]
+    return PlanRequest(
+        **common,
+        lengths=load_lengths(a["lengths"]) if a["lengths"] is not None else None,
+        mean_length=_tokens("--mean-length", a["mean_length"]),
+        p99_length=_tokens("--p99-length", a["p99_length"]),
+        tensor_parallel_size=_tensor_parallel_size(spec, a["tensor_parallel_size"]),
+        pipeline_parallel_size=a["pipeline_parallel_size"],
+        kv_cache_memory_bytes=(
+            option("--kv-cache-memory", parse_bytes, a["kv_cache_memory"])
+            if a["kv_cache_memory"]
+            else None
+        ),
+        max_num_seqs=a["max_num_seqs"],
+        mamba_ssm_cache_dtype=auto_none(a["mamba_ssm_cache_dtype"]),
+        mem_fraction_static=(
+            option("--mem-fraction-static", parse_utilization, fraction)
+            if fraction is not None
+            else None
+        ),
+        max_total_tokens=a["max_total_tokens"],
+        page_size=a["page_size"],
+        version=a["engine_version"],
+        **{name: a[name] for name in _VLLM_FLAGS},
+    )
 
-    def run() -> None:
-        from kvplan.engines.vllm_flags import refuse_other_engine
 
-        vllm_flags = {
-            "enable_prefix_caching": enable_prefix_caching,
-            "async_scheduling": async_scheduling,
-            "mamba_cache_mode": mamba_cache_mode,
-            "num_gpu_blocks_override": num_gpu_blocks_override,
-        }
-        refuse_other_engine(engine, vllm_flags)
-        spec = load_model(model)
-        device = _device(gpu, gpu_memory)
-        request = PlanRequest(
-            max_model_len=tokens("--max-model-len", max_model_len),
-            lengths=load_lengths(lengths) if lengths is not None else None,
-            mean_length=tokens("--mean-length", mean_length),
-            p99_length=tokens("--p99-length", p99_length),
-            gpu_memory_utilization=option(
-                "--gpu-memory-utilization", parse_utilization, gpu_memory_utilization
-            ),
-            tensor_parallel_size=_tensor_parallel_size(spec, tensor_parallel_size),
-            pipeline_parallel_size=pipeline_parallel_size,
-            concurrency=concurrency,
-            kv_cache_dtype=auto_none(kv_cache_dtype),
-            dtype=dtype,
-            quantization=quantization,
-            overhead_bytes=option("--overhead", parse_bytes, overhead) if overhead else None,
-            kv_cache_memory_bytes=(
-                option("--kv-cache-memory", parse_bytes, kv_cache_memory)
-                if kv_cache_memory
-                else None
-            ),
-            block_size=block_size,
-            shared_prefix_tokens=option("--shared-prefix", parse_tokens, shared_prefix),
-            max_num_batched_tokens=max_num_batched_tokens,
-            max_num_seqs=max_num_seqs,
-            mamba_ssm_cache_dtype=auto_none(mamba_ssm_cache_dtype),
-            mem_fraction_static=(
-                option("--mem-fraction-static", parse_utilization, mem_fraction_static)
-                if mem_fraction_static is not None
-                else None
-            ),
-            max_total_tokens=max_total_tokens,
-            page_size=page_size,
-            version=engine_version,
-            enable_prefix_caching=enable_prefix_caching,
-            async_scheduling=async_scheduling,
-            mamba_cache_mode=mamba_cache_mode,
-            num_gpu_blocks_override=num_gpu_blocks_override,
-        )
-        result = plan_with(spec, device, engine, request)
-        emit(
-            output,
-            lambda: views.plan_result_to_dict(result, spec),
-            lambda: views.plan_result_view(result, spec),
-        )
-        check_failed_unless(result.fits)
+_VLLM_FLAGS = (
+    "enable_prefix_caching",
+    "async_scheduling",
+    "mamba_cache_mode",
+    "num_gpu_blocks_override",
+)
 
-    guard(run)
+
+def _plan(a: dict[str, Any]) -> None:
+    """``kvplan plan`` with its options ``a``: one deployment, or the ranked ones in nodes."""
+    from kvplan.catalog import load_model
+    from kvplan.engine_plans import plan_with
+    from kvplan.engines.vllm_flags import refuse_other_engine
+    from kvplan.views import plan as views
+
+    refuse_other_engine(a["engine"], {name: a[name] for name in _VLLM_FLAGS})
+    spec = load_model(a["model"])
+    common = _common(a)
+    keys = ("system", "gpus_per_node", "nodes", "objective", "top", "price", "prices")
+    cluster = ClusterAsk(*(a[k] for k in keys))
+    parallel = a["tensor_parallel_size"] or a["pipeline_parallel_size"]
+    given = a["gpu_memory"] or a["kv_cache_memory"] or a["lengths"]
+    both = None not in (a["max_model_len"], a["concurrency"])
+    if cluster.wanted(
+        a["gpu"], fewest_gpus=a["engine"] == "ideal" and both and not (parallel or given)
+    ):
+        found = cluster.plan(spec, a["gpu"], **common)
+        emit(a["output"], lambda: views.cluster_to_dict(found), lambda: views.cluster_view(found))
+        check_failed_unless(found.fits)
+        return
+    request = _engine_request(a, spec, common)
+    result = plan_with(spec, _device(a["gpu"], a["gpu_memory"]), a["engine"], request)
+    emit(
+        a["output"],
+        lambda: views.plan_result_to_dict(result, spec),
+        lambda: views.plan_result_view(result, spec),
+    )
+    check_failed_unless(result.fits)
 
 
 @command("gpus")

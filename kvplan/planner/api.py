@@ -17,6 +17,7 @@ from kvplan.arguments import (
 )
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
+from kvplan.planner.cluster import DEFAULT_OBJECTIVE, DEFAULT_TOP, ClusterPlan, search_cluster
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -29,6 +30,7 @@ from kvplan.planner.result import Plan
 from kvplan.planner.search import smallest_deployment
 from kvplan.planner.solve import solve
 from kvplan.spec import ModelSpec
+from kvplan.systems import System
 
 
 def plan(
@@ -131,3 +133,104 @@ def _optional_tokens(value: int | str | None, name: str) -> int | None:
 def _optional_bytes(value: int | str | None, name: str) -> int | None:
     """A size in bytes (``80GiB``-style strings read), or None when not given."""
     return None if value is None else as_bytes(value, name)
+
+
+def plan_cluster(
+    spec: ModelSpec | str,
+    gpu: GPU | str | Sequence[GPU | str] | None = None,
+    *,
+    max_model_len: int | str,
+    concurrency: int,
+    system: str | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int | None = None,
+    objective: str = DEFAULT_OBJECTIVE,
+    top: int = DEFAULT_TOP,
+    prices: Sequence[str] = (),
+    prices_file: str | None = None,
+    gpu_memory_utilization: float | str | Fraction = DEFAULT_UTILIZATION,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    overhead_bytes: int | str | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    shared_prefix_tokens: int | str = 0,
+    max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+) -> ClusterPlan:
+    """The best deployments of ``spec`` holding ``concurrency`` requests of ``max_model_len``
+    tokens, in whole nodes of real systems (``kvplan.planner.cluster``), ranked by
+    ``objective`` (gpus, nodes, cost, throughput), ``top`` of them, priced.
+
+    ``gpu``: one GPU, several (``"h100,h200,mi300x"`` or a list: each on its catalog system),
+    or None with ``system``. ``system`` names a catalog system (``hgx-h100``, ``gb200-nvl72``);
+    ``gpus_per_node`` overrides its node size; ``nodes`` caps the nodes. ``prices``
+    (``"h100=2.49"``) and ``prices_file`` replace the bundled list prices. Raises UnitError,
+    UnknownGPUError or UnknownSystemError for a bad argument.
+    """
+    from kvplan.costs import load_prices, parse_price_overrides
+
+    spec = as_spec(spec)
+    length = as_tokens(max_model_len, "max_model_len", minimum=1)
+    n = as_int(concurrency, "concurrency", minimum=1)
+    top = as_int(top, "top", minimum=1, maximum=100)
+    if nodes is not None:
+        nodes = as_int(nodes, "nodes", minimum=1, maximum=1024)
+    if gpus_per_node is not None:
+        gpus_per_node = as_int(gpus_per_node, "gpus_per_node", minimum=1, maximum=1024)
+    systems = _systems(gpu, system, gpus_per_node)
+    given = (*(load_prices(prices_file) if prices_file else ()), *parse_price_overrides(prices))
+    deployment = Deployment(
+        spec,
+        systems[0].gpu,
+        1,
+        1,
+        parse_utilization(gpu_memory_utilization),
+        kv_cache_dtype,
+        dtype,
+        quantization,
+        _optional_bytes(overhead_bytes, "overhead_bytes"),
+        None,
+        as_int(block_size, "block_size", minimum=1, maximum=1 << 20),
+        as_tokens(max_num_batched_tokens, "max_num_batched_tokens", minimum=1),
+    )
+    return search_cluster(
+        deployment,
+        systems,
+        length,
+        n,
+        objective=objective,
+        top=top,
+        prices=given,
+        max_nodes=nodes,
+        shared_prefix=as_tokens(shared_prefix_tokens, "shared_prefix_tokens"),
+    )
+
+
+def _systems(
+    gpu: GPU | str | Sequence[GPU | str] | None, system: str | None, gpus_per_node: int | None
+) -> list[System]:
+    """The systems to search: the named one, else each GPU's catalog system (a PCIe-only
+    node of 8 for a GPU without one), each with ``gpus_per_node`` when given."""
+    from kvplan.systems import custom_system, find_system, system_for_gpu
+
+    if system is not None:
+        found = find_system(system)
+        return [found if gpus_per_node is None else custom_system(found.gpu, gpus_per_node, found)]
+    if gpu is None:
+        raise UnitError("give a GPU (--gpu h100, or several: h100,h200) or a --system")
+    names = (
+        gpu.split(",")
+        if isinstance(gpu, str)
+        else list(gpu)
+        if isinstance(gpu, Sequence)
+        else [gpu]
+    )
+    systems = []
+    for name in names:
+        device = as_gpu(name.strip() if isinstance(name, str) else name)
+        base = system_for_gpu(device)
+        if gpus_per_node is not None or base is None:
+            systems.append(custom_system(device, gpus_per_node or 8, base))
+        else:
+            systems.append(base)
+    return systems

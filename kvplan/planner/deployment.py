@@ -51,13 +51,16 @@ def estimate_overhead(
     tensor_parallel_size: int = 1,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    ranks: int | None = None,
 ) -> Overhead:
-    """The documented overhead estimate (see ``Overhead``) for one GPU."""
+    """The documented overhead estimate (see ``Overhead``) for one GPU; ``ranks``: the GPUs
+    of its collective group when not ``tensor_parallel_size`` (expert parallelism)."""
     hidden = spec.hidden_size or 4096
     intermediate = spec.intermediate_size or 4 * hidden
     hidden_bytes = max_num_batched_tokens * (4 * hidden + 2 * intermediate // tensor_parallel_size)
     logits_bytes = max_num_seqs * (spec.vocab_size or 32000) * 8
-    non_torch = 256 * MiB + (1792 * MiB if tensor_parallel_size > 1 else 0)
+    group = tensor_parallel_size if ranks is None else ranks
+    non_torch = 256 * MiB + (1792 * MiB if group > 1 else 0)
     return Overhead(hidden_bytes * 2 + logits_bytes, non_torch, 0, "estimate")
 
 
@@ -92,12 +95,20 @@ class Deployment:
     kv_cache_memory_bytes: int | None = None
     block_size: int = DEFAULT_BLOCK_SIZE
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    #: Data-parallel attention with expert parallelism (vLLM, SGLang): each of this many GPUs
+    #: serves its own requests (attention and cache whole on each, tensor parallel 1) and holds
+    #: 1/expert_parallel_size of the routed experts. 1: no expert parallelism.
+    expert_parallel_size: int = 1
 
     def overhead(self) -> Overhead:
-        """The given overhead, or the documented estimate for this deployment."""
+        """The given overhead, or the documented estimate for this deployment (with the
+        collective buffers of a tensor- or expert-parallel group)."""
         if self.overhead_bytes is not None:
             return given_overhead(self.overhead_bytes)
-        return estimate_overhead(self.spec, self.tensor_parallel_size, self.max_num_batched_tokens)
+        ranks = max(self.tensor_parallel_size, self.expert_parallel_size)
+        return estimate_overhead(
+            self.spec, self.tensor_parallel_size, self.max_num_batched_tokens, ranks=ranks
+        )
 
     @property
     def served_dtype(self) -> str:

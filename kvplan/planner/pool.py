@@ -10,14 +10,15 @@ layers that keep every token.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan.dtypes import CacheDTypes
 from kvplan.layers import LayerCache, tokens_retained
 from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
+from kvplan.spec import ModelSpec
 from kvplan.stages import Stage, walk_stages
-from kvplan.units import DType
-from kvplan.weights import Weights, pipeline_partition, weights_for_pool
+from kvplan.units import DType, cdiv
+from kvplan.weights import Weights, pipeline_partition, stage_weight_bytes, weights_for_pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +182,49 @@ def stage_plans(
     overhead = d.overhead()
     usable = usable_bytes(d.gpu.memory_bytes, d.gpu_memory_utilization)
     counts = pipeline_partition(spec.num_hidden_layers, d.pipeline_parallel_size)
+    stages = walk_stages(spec, counts, weights, d.tensor_parallel_size)
+    if d.expert_parallel_size > 1:
+        stages = tuple(
+            replace(s, weights_bytes=expert_parallel_weight_bytes(d, weights, s)) for s in stages
+        )
     plans = tuple(
         _stage_plan(
             d, stage, chosen.k, chosen.v, usable, overhead, max_model_len, num_shared_blocks
         )
-        for stage in walk_stages(spec, counts, weights, d.tensor_parallel_size)
+        for stage in stages
     )
     return plans, weights, overhead
+
+
+def routed_expert_bytes(spec: ModelSpec, weights: Weights) -> int:
+    """The layer weight bytes taken as routed experts, split across expert-parallel ranks:
+    the parameters no token uses (``num_parameters - num_active_parameters``) out of the
+    layers' parameters, pro rata of the layers' bytes. The experts a token does use are
+    counted with the weights every rank keeps, so this errs toward more memory per rank.
+
+    DeepSeek V3: 671B - 37B = 634B of ~669B layer parameters are split; the 37B active stay
+    whole on each rank (a bound: its 256 experts hold ~654B, so ~20B more could be split)."""
+    total, active = spec.num_parameters, spec.num_active_parameters
+    if total is None or active is None or active >= total:
+        return 0
+    embed = (spec.vocab_size or 0) * (spec.hidden_size or 0)
+    layer_params = total - embed - (0 if spec.tie_word_embeddings else embed)
+    if layer_params <= 0:
+        return 0
+    return weights.layers_bytes * min(total - active, layer_params) // layer_params
+
+
+def expert_parallel_weight_bytes(d: Deployment, weights: Weights, s: Stage) -> int:
+    """One rank's weights of stage ``s`` with expert parallelism: the stage's share of the
+    routed experts over ``expert_parallel_size`` ranks, everything else over the tensor
+    parallel ranks (1 with data-parallel attention)."""
+    experts = routed_expert_bytes(d.spec, weights)
+    num_layers, stage_layers = d.spec.num_hidden_layers, s.num_layers
+    rest = replace(weights, layers_bytes=weights.layers_bytes - experts)
+    dense = stage_weight_bytes(
+        rest, num_layers, stage_layers, s.is_first, s.is_last, d.tensor_parallel_size
+    )
+    return dense + cdiv(experts * stage_layers // num_layers, d.expert_parallel_size)
 
 
 def _stage_plan(

@@ -66,6 +66,9 @@ class Plan:
     searched: bool = False
     dtype_reason: str = ""
     kv_cache_memory_given: bool = False
+    #: > 1: data-parallel attention with expert parallelism over this many GPUs, each GPU one
+    #: replica of the attention with its own requests (``replicas`` = this, TP and PP 1).
+    expert_parallel_size: int = 1
 
     @property
     def num_gpus(self) -> int:

@@ -70,4 +70,5 @@ def solve(
         length_mix=mix,
         dtype_reason=chosen.reason,
         kv_cache_memory_given=d.kv_cache_memory_bytes is not None,
+        expert_parallel_size=d.expert_parallel_size,
     )

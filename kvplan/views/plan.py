@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.units import format_bytes, format_tokens
 from kvplan.views import SCHEMA_VERSION
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
     from kvplan.planner import LengthMix, Plan, StagePlan
+    from kvplan.planner.cluster import Candidate, ClusterPlan
     from kvplan.spec import ModelSpec
 
 
@@ -28,6 +31,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "tensor_parallel_size": p.tensor_parallel_size,
         "pipeline_parallel_size": p.pipeline_parallel_size,
         "replicas": p.replicas,
+        "expert_parallel_size": p.expert_parallel_size,
         "num_gpus": p.num_gpus,
         "max_model_len": p.max_model_len,
         "concurrency": p.concurrency,
@@ -101,7 +105,9 @@ def _stage_to_dict(s: StagePlan) -> dict[str, Any]:
 def plan_view(p: Plan) -> list[RenderableType]:
     """The ``kvplan plan`` view: memory per GPU, then the answers."""
     layout = f"TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
-    if p.replicas > 1:
+    if p.expert_parallel_size > 1:
+        layout = f"DP-attention {p.replicas} + EP {p.expert_parallel_size}"
+    elif p.replicas > 1:
         layout += f" x {p.replicas} replicas"
     heading = (
         f"[bold]{p.model}[/bold] on {p.num_gpus} x {p.gpu.display_name} ({layout}),"
@@ -244,3 +250,117 @@ def plan_result_view(
         case _:
             view = plan_view(result)
     return [*resolution_line(spec), *view]
+
+
+# --- the cluster search: ranked candidates with nodes, cost and speed ---------------------------
+
+
+def _money(value: Fraction | None) -> str | None:
+    """Dollars as a decimal string with 4 places (JSON), or None when unknown."""
+    return None if value is None else f"{float(value):.4f}"
+
+
+def candidate_to_dict(c: Candidate) -> dict[str, Any]:
+    """One candidate of ``kvplan plan`` with nodes: shape, nodes, cost, speed, why it loses."""
+    price = c.price
+    return {
+        "system": c.system.name,
+        "gpu": c.system.gpu.name,
+        "shape": c.shape,
+        "tensor_parallel_size": c.plan.tensor_parallel_size,
+        "pipeline_parallel_size": c.plan.pipeline_parallel_size,
+        "replicas": c.plan.replicas,
+        "expert_parallel_size": c.plan.expert_parallel_size,
+        "data_parallel_attention": c.plan.expert_parallel_size > 1,
+        "num_gpus": c.plan.num_gpus,
+        "num_nodes": c.num_nodes,
+        "billed_gpus": c.billed_gpus,
+        "held_requests": c.held_requests,
+        "max_concurrency_per_replica": c.plan.max_concurrency,
+        "weights_bytes": c.plan.weights_bytes,
+        "kv_cache_memory_bytes": c.plan.kv_cache_memory_bytes,
+        "price": None
+        if price is None
+        else {
+            "usd_per_gpu_hour": _money(price.usd_per_gpu_hour),
+            "provider": price.provider,
+            "offer": price.offer,
+            "as_of": price.as_of,
+            "source": price.source,
+        },
+        "usd_per_hour": _money(c.usd_per_hour),
+        "output_tokens_per_s": None if c.tokens_per_s is None else f"{float(c.tokens_per_s):.1f}",
+        "communication_seconds_per_step": None
+        if c.step is None
+        else f"{float(c.step.communication_seconds):.6f}",
+        "usd_per_million_output_tokens": _money(c.usd_per_million_tokens),
+        "loses_because": c.loses_because,
+    }
+
+
+def cluster_to_dict(cp: ClusterPlan) -> dict[str, Any]:
+    """``kvplan plan`` with nodes, as JSON: the first candidate's plan document (every key of
+    ``plan_to_dict``), its node, cost and speed keys, and the ranked ``candidates``."""
+    from kvplan.planner.throughput import COMMUNICATION_NOT_MODELLED
+
+    best = cp.best
+    head: dict[str, Any] = (
+        plan_to_dict(best.plan)
+        if best is not None
+        else {"schema_version": SCHEMA_VERSION, "model": cp.model, "fits": False}
+    )
+    head.update(
+        {
+            "message": cp.message,
+            "fits": cp.fits,
+            "concurrency": cp.concurrency,
+            "max_model_len": cp.max_model_len,
+            "objective": cp.objective,
+            "searched": True,
+            "cluster": None if best is None else candidate_to_dict(best),
+            "candidates": [candidate_to_dict(c) for c in cp.candidates],
+            "prices_note": "list prices as dated in gpu_specs/prices, never live",
+            "throughput_not_modelled": COMMUNICATION_NOT_MODELLED,
+        }
+    )
+    return head
+
+
+def cluster_view(cp: ClusterPlan) -> list[RenderableType]:
+    """The ranked candidates, the first one's plan, and what the prices are."""
+    out: list[RenderableType] = []
+    best = cp.best
+    if best is not None:
+        out.extend(plan_view(replace(best.plan, message="")))
+    rows = [
+        (
+            str(i + 1),
+            c.system.name,
+            c.shape,
+            str(c.billed_gpus),
+            str(c.num_nodes),
+            str(c.held_requests),
+            "-" if c.usd_per_hour is None else f"${float(c.usd_per_hour):,.2f}",
+            "-" if c.tokens_per_s is None else f"{float(c.tokens_per_s):,.0f}",
+            "-" if c.usd_per_million_tokens is None else f"${float(c.usd_per_million_tokens):,.2f}",
+            c.loses_because or "best",
+        )
+        for i, c in enumerate(cp.candidates)
+    ]
+    columns: list[tuple[str, Literal["left", "right"]]] = [
+        ("#", "right"),
+        ("system", "left"),
+        ("shape", "left"),
+        ("GPUs", "right"),
+        ("nodes", "right"),
+        ("holds", "right"),
+        ("$/hour", "right"),
+        ("out tok/s", "right"),
+        ("$/M out", "right"),
+        ("vs #1", "left"),
+    ]
+    out.append(table(columns, rows, title=f"ranked by {cp.objective}", title_justify="left"))
+    if best is not None and best.price is not None:
+        out.append(f"price: {best.price.describe()}; --price GPU=DOLLARS replaces it")
+    out.append(cp.message)
+    return out

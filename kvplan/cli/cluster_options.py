@@ -1,0 +1,126 @@
+"""Options of ``kvplan plan`` for deployments in whole nodes of real systems, with cost."""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kvplan.errors import UnitError
+
+if TYPE_CHECKING:
+    from kvplan.planner.cluster import ClusterPlan
+    from kvplan.spec import ModelSpec
+
+SystemOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        help="A catalog system (hgx-h100, hgx-b200, gb200-nvl72, mi300x-platform, l40s-server"
+        "...): plan in its nodes, TP inside its NVLink domain.",
+        show_default=False,
+    ),
+]
+GpusPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node",
+        min=1,
+        help="GPUs in one node (default: the system's).",
+        show_default=False,
+    ),
+]
+NodesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes", min=1, help="The most nodes a deployment may take.", show_default=False
+    ),
+]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--objective",
+        help="Rank deployments by gpus (fewest GPUs in whole nodes), nodes, cost ($/hour) or"
+        " throughput (output tokens/s per GPU).",
+        show_default=False,
+    ),
+]
+TopOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--top",
+        min=1,
+        max=100,
+        help="How many ranked deployments to show (default 5).",
+        show_default=False,
+    ),
+]
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        help="A GPU-hour price in dollars replacing the dated list price: h100=2.49 (repeat, or"
+        " comma-separate).",
+        show_default=False,
+    ),
+]
+PricesFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prices",
+        help="A prices YAML (the format of gpu_specs/prices/) replacing the list prices.",
+        show_default=False,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ClusterAsk:
+    """The cluster options of one ``kvplan plan`` call, and whether they route it to the
+    node-aware search (``kvplan.planner.plan_cluster``)."""
+
+    system: str | None
+    gpus_per_node: int | None
+    nodes: int | None
+    objective: str | None
+    top: int | None
+    price: list[str] | None
+    prices: str | None
+
+    def wanted(self, gpu: str | None, *, fewest_gpus: bool) -> bool:
+        """True when a cluster option is given, several GPUs are named, or the question is
+        the fewest GPUs (``fewest_gpus``: a length and a concurrency, the ideal engine, no
+        -tp/-pp, no given memory) on a GPU that a catalog system is built of."""
+        given = (self.system, self.gpus_per_node, self.nodes, self.objective, self.top)
+        if any(v is not None for v in given) or self.price or self.prices:
+            return True
+        if gpu is not None and "," in gpu:
+            return True
+        if not fewest_gpus or gpu is None:
+            return False
+        from kvplan.hardware import find_gpu
+        from kvplan.systems import system_for_gpu
+
+        return system_for_gpu(find_gpu(gpu)) is not None
+
+    def plan(self, spec: "ModelSpec", gpu: str | None, **settings: Any) -> "ClusterPlan":
+        """The ranked deployments; ``settings`` are plan's own (max_model_len, concurrency,
+        dtypes, overhead...), passed as the library takes them."""
+        from kvplan.planner.api import plan_cluster
+
+        if settings.get("max_model_len") is None or settings.get("concurrency") is None:
+            raise UnitError(
+                "a deployment in nodes (--system, --nodes, --objective, --top, --price, several"
+                " GPUs) needs both --max-model-len and --concurrency"
+            )
+        return plan_cluster(
+            spec,
+            gpu,
+            system=self.system,
+            gpus_per_node=self.gpus_per_node,
+            nodes=self.nodes,
+            objective=self.objective or "gpus",
+            top=self.top or 5,
+            prices=self.price or [],
+            prices_file=self.prices,
+            **settings,
+        )

@@ -1,0 +1,225 @@
+"""Systems as data, and the search over whole nodes: TP inside the node, PP across nodes,
+replicas, data-parallel attention with expert parallelism."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from kvplan.catalog import load_model
+from kvplan.errors import SpecError, UnitError
+from kvplan.planner.api import plan_cluster
+from kvplan.planner.pool import fits, routed_expert_bytes, shared_blocks
+from kvplan.planner.throughput import decode_round
+from kvplan.systems import UnknownSystemError, find_system, list_systems, load_systems
+from kvplan.weights import model_weights
+
+GB = 10**9
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus_per_node", "scale_up_gpus", "scale_up_bytes_per_s"),
+    [
+        # NVIDIA H100 datasheet: NVLink 900 GB/s both directions = 450 GB/s each way
+        ("hgx-h100", 8, 8, 450 * GB),
+        # DGX B200: NVLink 5, 1.8 TB/s both directions = 900 GB/s each way
+        ("dgx-b200", 8, 8, 900 * GB),
+        # GB200 NVL72: 72 GPUs in one NVLink domain, 18 trays of 4
+        ("nvl72", 4, 72, 900 * GB),
+        # MI355X: 7 Infinity Fabric links x 153.6 GB/s / 2 = 537.6 GB/s each way
+        ("mi355x-platform", 8, 8, 537_600_000_000),
+        # L40S: no NVLink; PCIe Gen4 x16 = 64 GB/s both ways = 32 GB/s each way
+        ("l40s-server", 8, 1, 32 * GB),
+    ],
+)
+def test_system_figures(
+    name: str, gpus_per_node: int, scale_up_gpus: int, scale_up_bytes_per_s: int
+) -> None:
+    s = find_system(name)
+    assert (s.gpus_per_node, s.scale_up_gpus, s.scale_up_bytes_per_s) == (
+        gpus_per_node,
+        scale_up_gpus,
+        scale_up_bytes_per_s,
+    )
+    assert "http" in s.source or "servers" in s.source
+
+
+def test_every_system_cites_each_figure() -> None:
+    for s in list_systems():
+        assert all(f"{key}: " in s.source for key in ("gpus", "scale_up", "scale_out")), s.name
+
+
+def test_unknown_system_suggests() -> None:
+    with pytest.raises(UnknownSystemError, match="hgx-h100"):
+        find_system("hgx-h10")
+
+
+_ENTRY = """systems:
+  - name: x
+    display_name: X
+    gpu: {gpu}
+    gpus_per_node: 8
+    scale_up_gpus: 8
+    scale_up_bytes_per_s: 1
+    scale_out_bytes_per_s: 1
+    rents_by_node: true
+    sources: {sources}
+"""
+_SOURCES = "{gpus: a, scale_up: b, scale_out: c}"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "sources", "problem"),
+    [
+        ("h100", "{gpus: a, scale_up: b}", "no source for scale_out"),
+        ("h100", "{gpus: a, scale_up: b, scale_out: c, speed: d}", "'speed' names no figure"),
+        ("h1000", _SOURCES, "systems.0.gpu: unknown GPU"),
+    ],
+)
+def test_invalid_system_file(tmp_path: Path, gpu: str, sources: str, problem: str) -> None:
+    (tmp_path / "x.yaml").write_text(_ENTRY.format(gpu=gpu, sources=sources))
+    with pytest.raises(SpecError, match=problem):
+        load_systems(tmp_path)
+
+
+def test_duplicate_system_name(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(_ENTRY.format(gpu="h100", sources=_SOURCES))
+    (tmp_path / "b.yaml").write_text(_ENTRY.format(gpu="h200", sources=_SOURCES))
+    with pytest.raises(SpecError, match="already a name of x"):
+        load_systems(tmp_path)
+
+
+CASES = [
+    ("deepseek-v3", "h100", "32K", 64),
+    ("llama-3.1-405b", "h100", "128K", 32),
+    ("llama-3.1-70b", "h100", "128K", 8),
+    ("gpt-oss-120b", "h100,h200,l40s,mi300x", "128K", 16),
+    ("qwen3-30b-a3b", "l40s", "32K", 40),
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "length", "n"), CASES)
+def test_every_candidate_holds_its_requests_and_one_more_does_not(
+    model: str, gpu: str, length: str, n: int
+) -> None:
+    found = plan_cluster(model, gpu, max_model_len=length, concurrency=n, top=10)
+    assert found.fits
+    for c in found.candidates:
+        p = c.plan
+        tokens = p.max_model_len or 0
+        shared = shared_blocks(0, tokens, p.block_size)
+        per_replica = p.max_concurrency or 0
+        assert fits(p.stages, tokens, per_replica, shared, p.block_size)
+        assert not fits(p.stages, tokens, per_replica + 1, shared, p.block_size)
+        assert c.held_requests >= n
+        # shapes an engineer signs: TP inside the scale-up domain or node, and stages only
+        # once TP is at its widest
+        assert p.tensor_parallel_size <= c.system.max_tensor_parallel_size
+        if p.pipeline_parallel_size > 1:
+            assert p.tensor_parallel_size == min(8, c.system.max_tensor_parallel_size)
+        if c.system.rents_by_node:
+            assert c.billed_gpus % c.system.gpus_per_node == 0
+    ranks = [c.loses_because for c in found.candidates]
+    assert ranks[0] == ""
+    assert all(ranks[1:])
+
+
+def test_llama_70b_128k_for_8_users_is_one_node_of_tp_8() -> None:
+    # Per GPU at 128K (131,072 tokens): 80 layers x 2 (K, V) x 128 dims x 2 B x 8 KV heads / TP.
+    # TP 2: weights 141 GB / 2 = 70.5 GB of 76.5 usable (0.9 x 85.0 GB): no room for 21.5 GB.
+    # TP 4: pool ~ 76.5 - 35.3 - 3.8 = 37.4 GB, a request 10.7 GB -> 3 a replica, 6 a node < 8.
+    # TP 8: pool ~ 76.5 - 17.6 - 3.7 = 55 GB, a request 5.4 GB -> 10 >= 8: one node.
+    found = plan_cluster("llama-3.1-70b", "h100", max_model_len="128K", concurrency=8)
+    best = found.best
+    assert best is not None
+    assert (best.plan.tensor_parallel_size, best.plan.pipeline_parallel_size) == (8, 1)
+    assert (best.billed_gpus, best.num_nodes, best.held_requests) == (8, 1, 10)
+
+
+def test_deepseek_v3_uses_data_parallel_attention_and_stores_each_latent_once() -> None:
+    found = plan_cluster("deepseek-v3", "h100", max_model_len="32K", concurrency=64, top=10)
+    best = found.best
+    assert best is not None
+    assert best.plan.expert_parallel_size > 1
+    assert best.plan.tensor_parallel_size == 1
+    # MLA: 61 layers x (512 latent + 64 rope) x 2 B (bf16) x 32,768 tokens, whole on one GPU
+    assert best.plan.request_bytes == 61 * 576 * 2 * 32768
+    tp = [c for c in found.candidates if c.plan.expert_parallel_size == 1]
+    # 32 GPUs either way (EP 32 = 4 nodes; TP 8 x PP 4), but each DP rank's cache serves its
+    # own requests, while TP ranks each keep the whole latent of every request
+    assert tp
+    assert best.billed_gpus <= min(c.billed_gpus for c in tp)
+    same = [c for c in tp if c.billed_gpus == best.billed_gpus]
+    assert all(best.held_requests > c.held_requests for c in same)
+
+
+def test_routed_experts_are_the_parameters_no_token_uses() -> None:
+    # DeepSeek V3: 671e9 total, 37e9 active; embeddings 129,280 x 7,168 = 926,679,040, untied
+    spec = load_model("deepseek-v3")
+    w = model_weights(spec)
+    layer_params = 671_000_000_000 - 2 * 926_679_040
+    assert routed_expert_bytes(spec, w) == w.layers_bytes * 634_000_000_000 // layer_params
+    assert routed_expert_bytes(load_model("llama-3.1-8b"), w) == 0  # dense
+
+
+def test_objective_cost_follows_given_prices() -> None:
+    # Llama 3.1 70B at 128K for 8: one node of 8 H100 (above) at $1 = $8/h; MI300X rents by
+    # node, so at least 8 x $100 = $800/h.
+    found = plan_cluster(
+        "llama-3.1-70b",
+        "h100,mi300x",
+        max_model_len="128K",
+        concurrency=8,
+        objective="cost",
+        prices=["h100=1,mi300x=100"],
+    )
+    best = found.best
+    assert best is not None
+    assert best.system.name == "hgx-h100"
+    assert best.usd_per_hour == 8
+    amd = [c for c in found.candidates if c.system.name == "mi300x-platform"]
+    assert amd
+    assert all((c.usd_per_hour or 0) >= 800 for c in amd)
+    assert all("/h more" in c.loses_because for c in found.candidates[1:])
+
+
+def test_nodes_cap_and_bad_objective() -> None:
+    found = plan_cluster("llama-3.1-405b", "h100", max_model_len="128K", concurrency=32, nodes=2)
+    assert not found.fits
+    assert "no deployment" in found.message
+    with pytest.raises(UnitError, match="objective 'speed'"):
+        plan_cluster("llama-3.1-8b", "h100", max_model_len="8K", concurrency=1, objective="speed")
+
+
+def test_tensor_parallel_all_reduce_time() -> None:
+    # Llama 3.1 70B, TP 8 on HGX H100, 10 requests: a step all-reduces twice a layer
+    # 10 x 8,192 hidden x 2 B = 163,840 B; a ring moves 2 x 7/8 of it: 286,720 B a GPU;
+    # 80 layers x 2 x 286,720 = 45,875,200 B over 450 GB/s.
+    found = plan_cluster("llama-3.1-70b", "h100", max_model_len="128K", concurrency=8)
+    best = found.best
+    assert best is not None
+    step = decode_round(load_model("llama-3.1-70b"), best.plan, best.system, 10, 131072)
+    assert step.tensor_parallel_seconds == Fraction(45_875_200, 450 * GB)
+    assert step.pipeline_seconds == step.expert_parallel_seconds == 0
+    slower = decode_round(load_model("llama-3.1-70b"), best.plan, find_system("l40s-server"), 10, 1)
+    assert slower.tensor_parallel_seconds == Fraction(45_875_200, 32 * GB)
+
+
+def test_gpus_per_node_override() -> None:
+    found = plan_cluster(
+        "llama-3.1-8b", None, system="hgx-h100", gpus_per_node=4, max_model_len="8K", concurrency=1
+    )
+    best = found.best
+    assert best is not None
+    assert best.system.gpus_per_node == 4
+    assert best.billed_gpus == 4  # rents by node: a node of 4
+
+
+def test_tp_plan_keeps_its_replica_fields() -> None:
+    found = plan_cluster("llama-3.1-8b", "l4", max_model_len="8K", concurrency=1)
+    best = found.best
+    assert best is not None
+    assert replace(best.plan, replicas=1).num_gpus == best.plan.tensor_parallel_size
