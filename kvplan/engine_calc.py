@@ -46,6 +46,8 @@ class CalcRequest:
     kv_unified: bool = False
     cache_implementation: str = "dynamic"
     version: str | None = None
+    gguf_path: str | None = None  # llama.cpp: list every buffer from this file's tensor table
+    use_mmap: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,19 +88,45 @@ def calculate(spec: ModelSpec, engine: str, request: CalcRequest) -> Calculation
             " (use `kvplan plan --engine vllm` for vLLM)"
         )
     from kvplan.engines import llamacpp
+    from kvplan.engines.llamacpp_budget import check_cache_types
 
-    return llamacpp.kv_cache(
+    type_k = r.k_dtype or r.kv_dtype or "f16"
+    type_v = r.v_dtype or r.kv_dtype or "f16"
+    if engine == "llama.cpp":
+        check_cache_types(type_k, type_v, flash_attn=r.flash_attn)
+    result = llamacpp.kv_cache(
         spec,
         n_ctx=r.context_tokens,
         n_seq_max=r.batch_size,
         n_ubatch=r.ubatch_size,
-        cache_type_k=r.k_dtype or r.kv_dtype or "f16",
-        cache_type_v=r.v_dtype or r.kv_dtype or "f16",
+        cache_type_k=type_k,
+        cache_type_v=type_v,
         swa_full=r.swa_full,
         flash_attn=r.flash_attn,
         kv_unified=r.kv_unified,
         build=llamacpp_build(r.version),
         fork=engine,
+    )
+    if r.gguf_path is None or engine != "llama.cpp":
+        return result
+    return _with_buffers(result, spec, r)
+
+
+def _with_buffers(result: EngineResult, spec: ModelSpec, r: CalcRequest) -> EngineResult:
+    """``result`` with every CPU buffer llama.cpp allocates for ``r.gguf_path``."""
+    from kvplan.engines.llamacpp_budget import cpu_buffers
+    from kvplan.importers.gguf import import_gguf
+
+    assert r.gguf_path is not None
+    weights = import_gguf(r.gguf_path).weights
+    if spec.vocab_size is None:
+        return result
+    return cpu_buffers(
+        result,
+        weights.tensors,
+        n_vocab=spec.vocab_size,
+        n_seq_max=r.batch_size,
+        use_mmap=r.use_mmap,
     )
 
 
@@ -110,5 +138,3 @@ def llamacpp_build(version: str | None) -> int | None:
     if not digits.isdigit():
         raise UnitError(f"--engine-version: a llama.cpp build number (b5781), got {version!r}")
     return int(digits)
-
-

@@ -582,3 +582,96 @@ def test_cli_modules_keep_real_annotations() -> None:
     assert "kvplan.cli.common" in names
     for module in [kvplan.cli, *(importlib.import_module(name) for name in names)]:
         assert vars(module).get("annotations") is not __future__.annotations, module.__name__
+
+
+# --- kvplan models: filters and order ----------------------------------------------------------
+
+
+def _models(*args: str) -> dict[str, object]:
+    code, out, err = run("models", *args, "-f", "json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def _names(doc: dict[str, object]) -> list[str]:
+    return [m["name"] for m in doc["models"]]  # type: ignore[attr-defined, index]
+
+
+def test_models_text_filter_and_kv_sort() -> None:
+    # the three Gemma 2 specs; KV/token 2 x layers x 4 K/V heads x 256 x 2 B (bf16):
+    # 2B 26 layers = 106,496; 9B 42 layers (8 K/V heads) = 344,064; 27B 46 layers (16 K/V
+    # heads, head_dim 128) = 376,832
+    doc = _models("gemma-2-", "--sort", "kv")
+    assert _names(doc) == ["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"]
+    per_token = [m["bytes_per_token"] for m in doc["models"]]  # type: ignore[attr-defined]
+    assert per_token == [2 * 26 * 4 * 256 * 2, 2 * 42 * 8 * 256 * 2, 2 * 46 * 16 * 128 * 2]
+    assert doc["query"] == {
+        "text": "gemma-2-",
+        "kind": None,
+        "family": None,
+        "sort": "kv",
+        "reverse": False,
+    }
+    assert _names(_models("GEMMA-2-", "--sort", "kv", "--reverse")) == [
+        "gemma-2-27b",
+        "gemma-2-9b",
+        "gemma-2-2b",
+    ]
+
+
+def test_models_text_matches_hf_ids_and_aliases() -> None:
+    # google/gemma-3-1b-pt is an alias of gemma-3-1b only; the owner prefix of an hf_id
+    assert _names(_models("gemma-3-1b-pt")) == ["gemma-3-1b"]
+    assert set(_names(_models("deepseek-ai/"))) >= {"deepseek-v2", "deepseek-v3", "deepseek-r1"}
+
+
+def test_models_kind_filter_counts_the_spec_files() -> None:
+    # --kind mla keeps exactly the specs stating an MLA latent (kv_lora_rank), counted from the
+    # files; --kind mamba exactly the hybrids listing mamba layers, or a Mamba state size
+    from kvplan.catalog import specs_dir
+
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in specs_dir().glob("*.yaml")}
+    mla = {n for n, t in texts.items() if "\nkv_lora_rank:" in t}
+    assert set(_names(_models("--kind", "mla"))) == mla
+    assert {"deepseek-v3", "kimi-k2"} <= mla
+    mamba = set(_names(_models("--kind", "mamba")))
+    assert {"jamba-v0.1", "nemotron-h-8b", "granite-4.0-h-small"} <= mamba
+    assert not mamba & mla
+    assert set(_names(_models("--kind", "chunked"))) >= {"llama-4-scout", "llama-4-maverick"}
+    assert "qwen3-8b" not in _names(_models("--kind", "sliding"))
+
+
+def test_models_family_filter() -> None:
+    # the importer family of model_type: gpt_oss holds exactly the two gpt-oss specs;
+    # a model_type works too, any case
+    assert _names(_models("--family", "gpt_oss")) == ["gpt-oss-120b", "gpt-oss-20b"]
+    assert _names(_models("--family", "GEMMA2")) == ["gemma-2-27b", "gemma-2-2b", "gemma-2-9b"]
+    doc = _models("--family", "gemma")
+    assert {m["family"] for m in doc["models"]} == {"gemma"}  # type: ignore[attr-defined]
+    assert "gemma-3-27b" in _names(doc)
+
+
+def test_models_params_sort_and_filters_combine() -> None:
+    # gemma-3 and sliding: the four Gemma 3 specs, smallest first (1B < 4B < 12B < 27B)
+    names = _names(_models("gemma-3-", "--kind", "sliding", "--sort", "params"))
+    assert names[:4] == ["gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b"][: len(names)]
+    assert _names(_models("gemma-3-", "--kind", "mla")) == []
+
+
+def test_models_unknown_family_lists_the_families() -> None:
+    code, out, _ = run("models", "--family", "no-such-family")
+    assert code == 0
+    assert "0 of " in out
+    assert "families: " in out
+    assert "gemma" in out
+    doc = _models()
+    assert doc["num_bundled_models"] == len(doc["models"])  # type: ignore[arg-type]
+
+
+def test_models_bad_kind_or_sort_is_a_usage_error() -> None:
+    code, _, err = run("models", "--kind", "dense")
+    assert code == 2
+    assert "mla" in err
+    code, _, err = run("models", "--sort", "size")
+    assert code == 2
+    assert "params" in err

@@ -1,5 +1,6 @@
 """``kvplan calc``, ``models`` and ``show``: one model's cache, the catalog, one spec."""
 
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -78,6 +79,13 @@ FlashAttnOpt = Annotated[
 KvUnifiedOpt = Annotated[
     bool, typer.Option("--kv-unified", help="llama.cpp: one cache shared by all sequences.")
 ]
+MmapOpt = Annotated[
+    bool,
+    typer.Option(
+        "--mmap/--no-mmap",
+        help="llama.cpp with a .gguf file: map the weights (CPU_Mapped) or copy them (CPU).",
+    ),
+]
 CacheImplementationOpt = Annotated[
     str,
     typer.Option(
@@ -104,6 +112,7 @@ def calc(
     flash_attn: FlashAttnOpt = True,
     kv_unified: KvUnifiedOpt = False,
     cache_implementation: CacheImplementationOpt = "dynamic",
+    mmap: MmapOpt = True,
 ) -> None:
     """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V."""
     from kvplan.catalog import load_model
@@ -136,6 +145,8 @@ def calc(
             kv_unified=kv_unified,
             cache_implementation=cache_implementation,
             version=engine_version,
+            gguf_path=model if model.lower().endswith(".gguf") else None,
+            use_mmap=mmap,
         )
         answer = calculate(spec, engine, request)
         emit(
@@ -147,16 +158,78 @@ def calc(
     guard(run)
 
 
+class KindWord(str, Enum):
+    full = "full"
+    sliding = "sliding"
+    chunked = "chunked"
+    mla = "mla"
+    mamba = "mamba"
+    linear = "linear"
+
+
+class SortKey(str, Enum):
+    name = "name"
+    params = "params"
+    kv = "kv"
+
+
+QueryArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="Keep models whose name, Hugging Face id, an alias, family or model_type"
+        " contains this text (any case): qwen, deepseek-ai/, gemma3.",
+        show_default=False,
+    ),
+]
+KindFilterOpt = Annotated[
+    KindWord | None,
+    typer.Option(
+        "--kind",
+        help="Keep models with at least one layer of this cache kind.",
+        show_default=False,
+    ),
+]
+FamilyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--family",
+        help="Keep models of this importer family (the FAMILY column of `kvplan"
+        " architectures`: qwen, llama, gemma...) or of this model_type.",
+        show_default=False,
+    ),
+]
+SortOpt = Annotated[
+    SortKey,
+    typer.Option(
+        "--sort",
+        help="Order by name, params (total parameters) or kv (KV bytes per token); ties by name.",
+    ),
+]
+ReverseOpt = Annotated[bool, typer.Option("--reverse", help="Reverse the order.")]
+
+
 @command("models")
-def models(output: FormatOpt = OutputFormat.table) -> None:
+def models(
+    query: QueryArg = None,
+    kind: KindFilterOpt = None,
+    family: FamilyOpt = None,
+    sort: SortOpt = SortKey.name,
+    reverse: ReverseOpt = False,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
     """The bundled catalog: one row per model, with its KV bytes per token."""
-    from kvplan.catalog import list_models
-    from kvplan.estimator import bytes_per_token
+    from kvplan.catalog_query import CatalogQuery, catalog_rows, known_families, select
     from kvplan.views import estimate as views
 
     def run() -> None:
-        rows = [(spec, bytes_per_token(spec)) for spec in list_models()]
-        emit(output, lambda: views.models_to_dict(rows), lambda: views.models_view(rows))
+        rows = catalog_rows()
+        asked = CatalogQuery(query, kind.value if kind else None, family, sort.value, reverse)
+        kept = select(rows, asked)
+        emit(
+            output,
+            lambda: views.models_to_dict(kept, asked, len(rows)),
+            lambda: views.models_view(kept, asked, len(rows), known_families()),
+        )
 
     guard(run)
 

@@ -134,9 +134,19 @@ def engine_result_to_dict(
         "num_blocks": result.num_blocks,
         "block_size": result.block_size,
         "kv_cache_tokens": result.kv_cache_tokens,
-        "engine_log": dict(result.engine_log),
+        "engine_log": _engine_log(result),
         "log_lines": list(result.log_lines),
     }
+
+
+def _engine_log(result: EngineResult) -> dict[str, Any]:
+    """The engine's printed figures; for llama.cpp read from a GGUF file, ``buffers`` too."""
+    from kvplan.engines.llamacpp_budget import LlamaCppResult
+
+    log: dict[str, Any] = dict(result.engine_log)
+    if isinstance(result, LlamaCppResult):
+        log["buffers"] = [buffer.to_dict() for buffer in result.buffers]
+    return log
 
 
 def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
@@ -151,6 +161,11 @@ def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
         f" ({doc['kv_cache_bytes']:,} bytes)",
         f"what {doc['engine']} prints:" if prints else "the cache:",
         *(f"  {line}" for line in doc["log_lines"]),
+        *(
+            f"  {b['device']} {b['kind']} buffer size = {b['bytes'] / 1048576:8.2f} MiB"
+            f" ({b['bytes']:,} bytes)"
+            for b in doc["engine_log"].get("buffers", ())
+        ),
     ]
 
 
@@ -187,6 +202,11 @@ def token_pool_view(p: TokenPoolPlan, doc: dict[str, Any]) -> list[RenderableTyp
         f" {p.max_model_len:,} tokens{detail}",
         f"what {engine} prints:",
         *(f"  {line}" for line in doc["log_lines"]),
+        *(
+            f"  {b['device']} {b['kind']} buffer size = {b['bytes'] / 1048576:8.2f} MiB"
+            f" ({b['bytes']:,} bytes)"
+            for b in doc["engine_log"].get("buffers", ())
+        ),
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvplan.catalog_query import CatalogQuery, CatalogRow
 from kvplan.dtypes import served_dtype
 from kvplan.estimator import Estimate, explain
 from kvplan.spec import ModelSpec
@@ -110,26 +111,43 @@ def estimate_view(
     return out
 
 
-def models_to_dict(rows: list[tuple[ModelSpec, int]]) -> dict[str, Any]:
-    """The ``kvplan models --format json`` document: each spec with its bytes per token."""
+def _query_to_dict(query: CatalogQuery) -> dict[str, Any]:
+    return {
+        "text": query.text,
+        "kind": query.kind,
+        "family": query.family,
+        "sort": query.sort,
+        "reverse": query.reverse,
+    }
+
+
+def models_to_dict(
+    rows: list[CatalogRow], query: CatalogQuery | None = None, num_bundled: int | None = None
+) -> dict[str, Any]:
+    """The ``kvplan models --format json`` document: each kept spec with its bytes per token,
+    the query that chose them and how many models the catalog holds."""
+    asked = query if query is not None else CatalogQuery()
     return {
         "schema_version": SCHEMA_VERSION,
+        "query": _query_to_dict(asked),
+        "num_bundled_models": len(rows) if num_bundled is None else num_bundled,
         "models": [
             {
-                "name": spec.name,
-                "hf_id": spec.hf_id,
-                "aliases": list(spec.aliases),
-                "model_type": spec.model_type,
-                "num_hidden_layers": spec.num_hidden_layers,
-                "layer_kinds": _kind_counts(spec),
-                "max_position_embeddings": spec.max_position_embeddings,
-                "num_parameters": spec.num_parameters,
-                "num_active_parameters": spec.num_active_parameters,
-                "bytes_per_token": per_token,
-                "torch_dtype": spec.torch_dtype,
-                "kv_dtype": served_dtype(spec)[0].name,
+                "name": row.spec.name,
+                "hf_id": row.spec.hf_id,
+                "aliases": list(row.spec.aliases),
+                "model_type": row.spec.model_type,
+                "family": row.family,
+                "num_hidden_layers": row.spec.num_hidden_layers,
+                "layer_kinds": _kind_counts(row.spec),
+                "max_position_embeddings": row.spec.max_position_embeddings,
+                "num_parameters": row.spec.num_parameters,
+                "num_active_parameters": row.spec.num_active_parameters,
+                "bytes_per_token": row.bytes_per_token,
+                "torch_dtype": row.spec.torch_dtype,
+                "kv_dtype": served_dtype(row.spec)[0].name,
             }
-            for spec, per_token in rows
+            for row in rows
         ],
     }
 
@@ -144,23 +162,47 @@ _MODEL_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def models_view(rows: list[tuple[ModelSpec, int]]) -> list[RenderableType]:
-    """The ``kvplan models`` table."""
+def _models_heading(
+    rows: list[CatalogRow], query: CatalogQuery, num_bundled: int, families: list[str]
+) -> str:
+    if not query.is_filtered:
+        return f"{len(rows)} bundled models"
+    asked = [f"matching {query.text!r}"] if query.text else []
+    asked += [f"--kind {query.kind}"] if query.kind else []
+    asked += [f"--family {query.family}"] if query.family else []
+    heading = f"{len(rows)} of {num_bundled} bundled models ({', '.join(asked)})"
+    if query.family and query.family.lower() not in families and not rows:
+        heading += f"; families: {', '.join(families)}"
+    return heading
+
+
+def models_view(
+    rows: list[CatalogRow],
+    query: CatalogQuery | None = None,
+    num_bundled: int | None = None,
+    families: list[str] | None = None,
+) -> list[RenderableType]:
+    """The ``kvplan models`` table; the heading says what was asked when a filter is set
+    (and, for a family that matches nothing, which families there are)."""
+    asked = query if query is not None else CatalogQuery()
+    total = len(rows) if num_bundled is None else num_bundled
     cells = [
         [
-            spec.name,
-            ", ".join(f"{n} {SHORT_KIND.get(k, k)}" for k, n in _kind_counts(spec).items()),
-            _params(spec),
-            format_tokens(spec.max_position_embeddings) if spec.max_position_embeddings else "",
-            served_dtype(spec)[0].name,
-            format_bytes(per_token),
+            row.spec.name,
+            ", ".join(f"{n} {SHORT_KIND.get(k, k)}" for k, n in _kind_counts(row.spec).items()),
+            _params(row.spec),
+            format_tokens(row.spec.max_position_embeddings)
+            if row.spec.max_position_embeddings
+            else "",
+            served_dtype(row.spec)[0].name,
+            format_bytes(row.bytes_per_token),
         ]
-        for spec, per_token in rows
+        for row in rows
     ]
     return [
-        f"{len(rows)} bundled models; KV/token at a short context in the dtype the model is"
-        " served in (a float32 checkpoint in bfloat16, as the engines' --dtype auto);"
-        " `kvplan show NAME` for the rest",
+        f"{_models_heading(rows, asked, total, families or [])}; KV/token at a short context in"
+        " the dtype the model is served in (a float32 checkpoint in bfloat16, as the engines'"
+        " --dtype auto); `kvplan show NAME` for the rest",
         table(_MODEL_COLUMNS, cells, no_wrap=True),
     ]
 

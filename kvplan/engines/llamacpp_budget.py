@@ -1,0 +1,234 @@
+"""llama.cpp's buffers on the CPU backend: model, KV, output and compute, as it prints them.
+
+Read in llama.cpp at commit 0c1e570 (llama-cpp-python 0.3.36) and checked byte for byte
+against that build's printed sizes (``tests/data/llamacpp_oracle_0c1e570.json``):
+
+- **model** (``src/llama-model.cpp``, ``llama-model-loader.cpp``): every tensor goes to one
+  buffer type. With ``--mmap`` (the default) the CPU tensors are not copied: the
+  ``CPU_Mapped`` buffer is the file span from the first such tensor's offset to the end of the
+  last (``get_mapping_range``), padding between tensors included. Without mmap they are copied
+  into a ``CPU`` buffer of ``sum(PAD(nbytes, 32))`` (``ggml_backend_alloc_ctx_tensors``). On
+  x86 CPUs with AVX2, 2-D weights fed to matrix products whose type has a repacked layout
+  (Q4_0, Q4_K, IQ4_NL, MXFP4; Q2_K needs AVX-512) and whose ``ne[1]`` is a multiple of 8 are
+  copied into a ``CPU_REPACK`` buffer of the same padded size (``ggml-cpu/repack.cpp``,
+  ``ggml_repack_get_optimal_repack_type``); the token embedding (read by ``get_rows``) never
+  is. Tensor offsets follow the table order, each padded to ``general.alignment`` (32 B), as
+  every GGUF writer lays them out.
+- **KV**: one buffer per cache part (main, sliding-window, recurrent), its K plus V bytes
+  (``llama-kv-cache.cpp``: one context per buffer type, tensors padded to 32 B, which the
+  rows of every cache type already are).
+- **output** (``llama_context::output_reserve``): ``n_vocab x max(n_outputs, n_seq_max) x 4``
+  bytes of f32 logits, reserved at start for ``n_seq_max`` outputs; embeddings add
+  ``n_embd x n_seq_max x 4`` when enabled. On CPU it is the ``CPU`` buffer; with a GPU it is
+  that device's pinned host buffer (``CUDA_Host``).
+- **compute**: the peak of the graph allocator over the reserved graphs (``graph_reserve``
+  for a prompt ubatch and for one token). It is not modelled byte for byte here: the rule in
+  ``compute_bytes`` is fitted to the recording and its error is stated there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.engines.base import EngineResult
+from kvplan.errors import UnitError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from kvplan.importers.gguf_format import GGUFTensor
+    from kvplan.spec import ModelSpec
+
+__all__ = [
+    "REPACK_TYPES_AVX2",
+    "Buffer",
+    "LlamaCppResult",
+    "buffer_mib",
+    "check_cache_types",
+    "compute_bytes_cpu",
+    "cpu_buffers",
+    "kv_buffers",
+    "model_buffers",
+    "output_bytes",
+    "tensor_offsets",
+]
+
+#: ggml weight types llama.cpp repacks on an x86 CPU with AVX2 (and without AVX-512)
+REPACK_TYPES_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
+#: ggml's tensor alignment in CPU buffers (``TENSOR_ALIGNMENT``)
+_TENSOR_ALIGNMENT = 32
+#: the kinds of buffer llama.cpp allocates, as ``engine_log.buffers`` names them
+KINDS = ("model", "kv", "output", "compute")
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """One buffer llama.cpp allocates: the device or buffer type as it names it (``CPU``,
+    ``CPU_Mapped``, ``CPU_REPACK``, ``CUDA0``...), its kind (``KINDS``) and exact bytes."""
+
+    device: str
+    kind: str
+    bytes: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"device": self.device, "kind": self.kind, "bytes": self.bytes}
+
+
+def _pad(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def buffer_mib(num_bytes: int) -> str:
+    """Bytes as llama.cpp prints a buffer size: ``%8.2f`` MiB, without the padding."""
+    return f"{num_bytes / 1024 / 1024:.2f}"
+
+
+def tensor_offsets(tensors: Sequence[GGUFTensor], alignment: int = 32) -> list[int]:
+    """Each tensor's offset in the data section: table order, each padded to ``alignment``."""
+    offsets = []
+    offset = 0
+    for tensor in tensors:
+        offsets.append(offset)
+        offset += _pad(tensor.num_bytes, alignment)
+    return offsets
+
+
+def _repacked(tensor: GGUFTensor, repack_types: frozenset[str]) -> bool:
+    return (
+        tensor.ggml_type in repack_types
+        and len(tensor.shape) == 2
+        and tensor.shape[1] % 8 == 0
+        and tensor.name.endswith(".weight")
+        and not tensor.name.startswith("token_embd")
+    )
+
+
+def model_buffers(
+    tensors: Sequence[GGUFTensor],
+    *,
+    use_mmap: bool = True,
+    repack_types: Iterable[str] = REPACK_TYPES_AVX2,
+    alignment: int = 32,
+) -> list[Buffer]:
+    """The model buffers of a model wholly on the CPU backend (see the module docstring).
+
+    ``repack_types``: the weight types this CPU repacks (``REPACK_TYPES_AVX2``; empty for a
+    CPU without AVX2, or ARM's own set). Tensors of split files are not modelled here.
+    """
+    if any(t.part for t in tensors):
+        raise UnitError("llama.cpp model buffers: split GGUF files are not modelled")
+    repack = frozenset(repack_types)
+    offsets = tensor_offsets(tensors, alignment)
+    plain = [(t, o) for t, o in zip(tensors, offsets, strict=True) if not _repacked(t, repack)]
+    packed = [t for t in tensors if _repacked(t, repack)]
+    buffers: list[Buffer] = []
+    if packed:
+        size = sum(_pad(t.num_bytes, _TENSOR_ALIGNMENT) for t in packed)
+        buffers.append(Buffer("CPU_REPACK", "model", size))
+    if plain and use_mmap:
+        first = min(o for _, o in plain)
+        last = max(o + t.num_bytes for t, o in plain)
+        buffers.append(Buffer("CPU_Mapped", "model", last - first))
+    elif plain:
+        size = sum(_pad(t.num_bytes, _TENSOR_ALIGNMENT) for t, _ in plain)
+        buffers.append(Buffer("CPU", "model", size))
+    return buffers
+
+
+def output_bytes(n_vocab: int, n_seq_max: int = 1, *, n_embd: int = 0) -> int:
+    """Bytes of the output buffer reserved at start: f32 logits (and embeddings when
+    ``n_embd`` is given) for ``n_seq_max`` outputs."""
+    if n_vocab < 1 or n_seq_max < 1 or n_embd < 0:
+        raise UnitError("llama.cpp output buffer: n_vocab and n_seq_max must be at least 1")
+    return (n_vocab + n_embd) * n_seq_max * 4
+
+
+def kv_buffers(result: EngineResult, device: str = "CPU") -> list[Buffer]:
+    """One KV buffer per cache part of a ``llamacpp.kv_cache`` result (main, SWA, recurrent)."""
+    log = result.engine_log
+    buffers = []
+    for prefix in ("", "swa_", "recurrent_"):
+        k = log.get(f"{prefix}k_bytes")
+        v = log.get(f"{prefix}v_bytes")
+        if isinstance(k, int) and isinstance(v, int) and k + v:
+            buffers.append(Buffer(device, "kv", k + v))
+    return buffers
+
+
+def check_cache_types(type_k: str, type_v: str, *, flash_attn: bool) -> None:
+    """Refuse what llama.cpp refuses at start: a quantized V cache without flash attention
+    (``llama_init_from_model``: "quantized V cache requires flash_attn to be enabled")."""
+    del type_k  # a quantized K alone is allowed
+    if not flash_attn and type_v.lower() not in ("f32", "f16", "bf16"):
+        raise UnitError(
+            f"-ctv {type_v}: llama.cpp refuses a quantized V cache without flash attention"
+            " (use -fa on, or -ctv f16)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppResult(EngineResult):
+    """A llama.cpp cache result with every buffer llama.cpp allocates (``engine_log.buffers``
+    in JSON): model, KV and output buffers exact on the CPU backend."""
+
+    buffers: tuple[Buffer, ...] = ()
+
+
+def cpu_buffers(
+    result: EngineResult,
+    tensors: Sequence[GGUFTensor],
+    *,
+    n_vocab: int,
+    n_seq_max: int,
+    use_mmap: bool = True,
+    repack_types: Iterable[str] = REPACK_TYPES_AVX2,
+) -> LlamaCppResult:
+    """``result`` (from ``llamacpp.kv_cache``) with the model, KV and output buffers of a run
+    wholly on the CPU backend (the compute buffer is not included: see the module docstring)."""
+    buffers = (
+        *model_buffers(tensors, use_mmap=use_mmap, repack_types=repack_types),
+        *kv_buffers(result),
+        Buffer("CPU", "output", output_bytes(n_vocab, n_seq_max)),
+    )
+    return LlamaCppResult(
+        engine=result.engine,
+        engine_version=result.engine_version,
+        kv_cache_bytes=result.kv_cache_bytes,
+        num_blocks=result.num_blocks,
+        block_size=result.block_size,
+        kv_cache_tokens=result.kv_cache_tokens,
+        engine_log=result.engine_log,
+        log_lines=result.log_lines,
+        buffers=buffers,
+    )
+
+
+def compute_bytes_cpu(
+    spec: ModelSpec, *, n_ctx: int, n_ubatch: int, n_seq_max: int = 1, flash_attn: bool = True
+) -> int:
+    """An estimate of the CPU compute buffer: the largest of the live f32 activations of a
+    prompt ubatch (``T = n_ubatch`` tokens) at three points of the graph:
+
+    - the logits: ``T x (n_vocab + 2 x n_embd) x 4``;
+    - attention over ``n_ctx`` cells per stream: without flash attention the scores and their
+      softmax, ``2 x cells x T x heads x 4``, plus the f32 mask ``cells x T x 4``; with it the
+      f16 mask ``cells x T x 2`` and the query, output and residual ``3 x T x n_embd x 4``;
+    - the MLP: ``T x (3 x ffn + 2 x n_embd) x 4``.
+
+    Not the graph allocator's exact peak (which depends on the order and reuse of every
+    tensor); the stated error against the recording is in ``tests/test_llamacpp_oracle.py``.
+    """
+    t = n_ubatch
+    embd = spec.hidden_size or 0
+    vocab = spec.vocab_size or 0
+    heads = spec.num_attention_heads or 1
+    ffn = spec.intermediate_size or 4 * embd
+    cells = n_ctx // max(1, n_seq_max) if n_seq_max > 1 else n_ctx
+    logits = t * (vocab + 2 * embd) * 4
+    if flash_attn:
+        attention = cells * t * 2 + 3 * t * embd * 4
+    else:
+        attention = 2 * cells * t * heads * 4 + cells * t * 4
+    mlp = t * (3 * ffn + 2 * embd) * 4
+    return max(logits, attention, mlp)

@@ -1,0 +1,331 @@
+"""Record what the real llama.cpp allocates for small GGUF files, as an oracle for kvplan.
+
+Each case writes a tiny GGUF file with the ``gguf`` writer (metadata, a minimal SentencePiece
+vocabulary and real tensor data with tiny dimensions), loads it on the CPU through
+llama-cpp-python's low-level API in a child process (one per case) and keeps the lines
+llama.cpp prints about its buffers: model buffers per buffer type (CPU, CPU_Mapped,
+CPU_REPACK), the KV buffer and its size lines, the output buffer, the compute buffer and the
+padded ``n_ctx``. The recording is written to ``tests/data/llamacpp_oracle_<commit>.json``
+with the llama.cpp commit, the llama-cpp-python version and each case's settings.
+
+Usage (in an environment with ``llama-cpp-python`` and ``gguf`` installed):
+
+    python scripts/llamacpp_oracle.py                # every case, write the recording
+    python scripts/llamacpp_oracle.py --quick        # a few cases, print the comparison only
+
+``write_gguf(case, path)`` is imported by the tests to rebuild each case's file (only the
+header matters to kvplan; the tensor values are random).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: tiny geometry shared by the cases (all multiples of 32 so every weight type applies)
+EMBD = 64
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 32
+FF = 128
+LAYERS = 4
+VOCAB = 320  # 3 specials + 256 bytes + 61 words; a multiple of 8 (repack needs ne[1] % 8)
+CTX_TRAIN = 4096
+
+
+def _case(name: str, arch: str, **settings: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "arch": arch,
+        "weights": "F16",
+        "n_ctx": 1024,
+        "n_batch": 512,
+        "n_ubatch": 512,
+        "n_seq_max": 1,
+        "kv_unified": False,
+        "swa_full": False,
+        "flash_attn": True,
+        "type_k": "f16",
+        "type_v": "f16",
+        "use_mmap": True,
+        "layers": LAYERS,
+    }
+    base.update(settings)
+    base["name"] = name
+    return base
+
+
+CASES: list[dict[str, Any]] = [
+    _case("llama-f16", "llama"),
+    _case("llama-f16-nofa", "llama", flash_attn=False),
+    _case("llama-q8_0", "llama", weights="Q8_0"),
+    _case("llama-q4_0", "llama", weights="Q4_0"),
+    _case("llama-q4_0-nommap", "llama", weights="Q4_0", use_mmap=False),
+    _case("llama-f16-nommap", "llama", use_mmap=False),
+    _case("llama-ctx1000", "llama", n_ctx=1000),
+    _case("llama-ctx3000-ub256", "llama", n_ctx=3000, n_ubatch=256, n_batch=1024),
+    _case("llama-ub128", "llama", n_ubatch=128, n_batch=128),
+    _case("llama-np4", "llama", n_seq_max=4),
+    _case("llama-np4-unified", "llama", n_seq_max=4, kv_unified=True),
+    _case("llama-np3-ctx1000", "llama", n_seq_max=3, n_ctx=1000),
+    _case("llama-q8kv", "llama", type_k="q8_0", type_v="q8_0"),
+    _case("llama-q4k-f16v-nofa", "llama", type_k="q4_0", flash_attn=False),
+    _case("llama-q8v-nofa", "llama", type_v="q8_0", flash_attn=False),
+    _case("llama-8layers", "llama", layers=8),
+    _case("qwen3-f16", "qwen3"),
+    _case("qwen3-q4_0-np2", "qwen3", weights="Q4_0", n_seq_max=2),
+    _case("gemma2-swa", "gemma2"),
+    _case("gemma2-swa-full", "gemma2", swa_full=True),
+    _case("gemma3-swa", "gemma3", layers=6, n_ctx=2048),
+    _case("gemma3-swa-full", "gemma3", layers=6, n_ctx=2048, swa_full=True),
+    _case("gemma3-swa-np2", "gemma3", layers=6, n_ctx=2048, n_seq_max=2),
+    _case("gemma3-swa-nofa", "gemma3", layers=6, n_ctx=2048, flash_attn=False),
+    _case("deepseek2-mla", "deepseek2"),
+    _case("deepseek2-mla-nofa", "deepseek2", flash_attn=False),
+    _case("deepseek2-mla-ctx2048", "deepseek2", n_ctx=2048),
+]
+
+QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa")
+
+
+# --- writing the GGUF files --------------------------------------------------------------
+
+
+def _tensors(arch: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, ggml shape: ne[0] first) of every tensor llama.cpp loads for ``arch``."""
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (EMBD, VOCAB))]
+    out.append(("output_norm.weight", (EMBD,)))
+    if arch in ("llama", "qwen3", "deepseek2"):
+        out.append(("output.weight", (EMBD, VOCAB)))
+    for i in range(layers):
+        b = f"blk.{i}."
+        out.append((b + "attn_norm.weight", (EMBD,)))
+        if arch == "deepseek2":
+            out += [
+                (b + "attn_q.weight", (EMBD, HEADS * (32 + 32))),
+                (b + "attn_kv_a_mqa.weight", (EMBD, 64 + 32)),
+                (b + "attn_kv_a_norm.weight", (64,)),
+                (b + "attn_k_b.weight", (32, 64, HEADS)),
+                (b + "attn_v_b.weight", (64, 32, HEADS)),
+                (b + "attn_output.weight", (HEADS * 32, EMBD)),
+            ]
+        else:
+            out += [
+                (b + "attn_q.weight", (EMBD, HEADS * HEAD_DIM)),
+                (b + "attn_k.weight", (EMBD, KV_HEADS * HEAD_DIM)),
+                (b + "attn_v.weight", (EMBD, KV_HEADS * HEAD_DIM)),
+                (b + "attn_output.weight", (HEADS * HEAD_DIM, EMBD)),
+            ]
+        if arch in ("qwen3", "gemma3"):
+            out += [
+                (b + "attn_q_norm.weight", (HEAD_DIM,)),
+                (b + "attn_k_norm.weight", (HEAD_DIM,)),
+            ]
+        if arch in ("gemma2", "gemma3"):
+            out.append((b + "post_attention_norm.weight", (EMBD,)))
+            out.append((b + "post_ffw_norm.weight", (EMBD,)))
+        out += [
+            (b + "ffn_norm.weight", (EMBD,)),
+            (b + "ffn_gate.weight", (EMBD, FF)),
+            (b + "ffn_up.weight", (EMBD, FF)),
+            (b + "ffn_down.weight", (FF, EMBD)),
+        ]
+    return out
+
+
+def _metadata(writer: Any, arch: str, layers: int) -> None:
+    a = arch
+    writer.add_uint32(f"{a}.context_length", CTX_TRAIN)
+    writer.add_uint32(f"{a}.embedding_length", EMBD)
+    writer.add_uint32(f"{a}.block_count", layers)
+    writer.add_uint32(f"{a}.feed_forward_length", FF)
+    writer.add_uint32(f"{a}.attention.head_count", HEADS)
+    writer.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    writer.add_float32(f"{a}.rope.freq_base", 10000.0)
+    if arch == "deepseek2":
+        writer.add_uint32(f"{a}.attention.head_count_kv", 1)
+        writer.add_uint32(f"{a}.attention.kv_lora_rank", 64)
+        writer.add_uint32(f"{a}.attention.key_length", 64 + 32)
+        writer.add_uint32(f"{a}.attention.value_length", 64)
+        writer.add_uint32(f"{a}.attention.key_length_mla", 32 + 32)
+        writer.add_uint32(f"{a}.attention.value_length_mla", 32)
+        writer.add_uint32(f"{a}.attention.q_lora_rank", 0)
+        writer.add_uint32(f"{a}.rope.dimension_count", 32)
+        writer.add_uint32(f"{a}.leading_dense_block_count", layers)
+        writer.add_uint32(f"{a}.expert_feed_forward_length", FF)
+        writer.add_uint32(f"{a}.expert_shared_count", 1)
+        writer.add_uint32(f"{a}.expert_count", 0)
+        writer.add_uint32(f"{a}.expert_used_count", 0)
+        return
+    writer.add_uint32(f"{a}.attention.head_count_kv", KV_HEADS)
+    writer.add_uint32(f"{a}.attention.key_length", HEAD_DIM)
+    writer.add_uint32(f"{a}.attention.value_length", HEAD_DIM)
+    if arch in ("gemma2", "gemma3"):
+        writer.add_uint32(f"{a}.attention.sliding_window", 128)
+    if arch == "gemma2":
+        writer.add_float32(f"{a}.attn_logit_softcapping", 50.0)
+        writer.add_float32(f"{a}.final_logit_softcapping", 30.0)
+
+
+def _vocab(writer: Any) -> None:
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tokens += [f"\u2581w{i}" for i in range(VOCAB - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (VOCAB - 259)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * 259 + [-float(i) for i in range(VOCAB - 259)])
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+
+
+def write_gguf(case: dict[str, Any], path: Path) -> None:
+    """Write ``case``'s GGUF file at ``path`` (weights in ``case["weights"]``, norms f32)."""
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    wtype = gguf.GGMLQuantizationType[case["weights"]]
+    writer = gguf.GGUFWriter(str(path), case["arch"])
+    _metadata(writer, case["arch"], case["layers"])
+    _vocab(writer)
+    for name, shape in _tensors(case["arch"], case["layers"]):
+        data = (rng.standard_normal(tuple(reversed(shape))) * 0.02).astype(np.float32)
+        if len(shape) == 1:
+            writer.add_tensor(name, data)
+        elif wtype == gguf.GGMLQuantizationType.F16 or shape[0] % 32:
+            writer.add_tensor(name, data.astype(np.float16))
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(data, wtype), raw_dtype=wtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+# --- running llama.cpp -------------------------------------------------------------------
+
+_CACHE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8}
+
+
+def _child(case: dict[str, Any], path: str) -> None:
+    """Load ``path`` with ``case``'s settings; llama.cpp's log goes to stderr."""
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback  # type: ignore[misc]
+    def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        sys.stderr.write(text.decode("utf-8", "replace"))
+
+    llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
+    llama_cpp.llama_backend_init()
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.use_mmap = case["use_mmap"]
+    model = llama_cpp.llama_model_load_from_file(path.encode(), mparams)
+    if not model:
+        sys.stderr.write("ORACLE: model load failed\n")
+        sys.exit(3)
+    cparams = llama_cpp.llama_context_default_params()
+    for key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max", "kv_unified", "swa_full"):
+        setattr(cparams, key, case[key])
+    cparams.n_threads = cparams.n_threads_batch = 1
+    cparams.flash_attn_type = 1 if case["flash_attn"] else 0
+    cparams.type_k = _CACHE_TYPES[case["type_k"]]
+    cparams.type_v = _CACHE_TYPES[case["type_v"]]
+    ctx = llama_cpp.llama_init_from_model(model, cparams)
+    if not ctx:
+        sys.stderr.write("ORACLE: context refused\n")
+        sys.exit(4)
+    llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(model)
+
+
+_MODEL = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
+_KV = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
+_OUT = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
+_COMPUTE = re.compile(r"llama_context:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+_CTX = re.compile(r"llama_context: n_ctx\s+= (\d+)")
+_SIZE = re.compile(r"llama_kv_cache: size = .*")
+
+
+def parse_log(text: str) -> dict[str, Any]:
+    """The buffers and figures one llama.cpp run printed (MiB as printed, 2 decimals)."""
+    buffers: list[dict[str, Any]] = []
+    for kind, pattern in (("model", _MODEL), ("kv", _KV), ("output", _OUT), ("compute", _COMPUTE)):
+        for match in pattern.finditer(text):
+            buffers.append({"device": match[1], "kind": kind, "mib": match[2]})
+    ctx = _CTX.search(text)
+    return {
+        "buffers": buffers,
+        "n_ctx": int(ctx[1]) if ctx else None,
+        "kv_size_lines": [m[0].split(": ", 1)[1] for m in _SIZE.finditer(text)],
+        "refused": "ORACLE: context refused" in text,
+    }
+
+
+def run_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """Write the case's file, load it in a child process and parse what it printed."""
+    path = workdir / f"{case['name']}.gguf"
+    write_gguf(case, path)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(case), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    result = parse_log(proc.stderr)
+    if proc.returncode not in (0, 4) or (proc.returncode == 0 and not result["buffers"]):
+        raise RuntimeError(f"{case['name']}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    errors = [line for line in proc.stderr.splitlines() if "quantized V cache" in line]
+    result["error_lines"] = errors
+    return {"case": case, "result": result}
+
+
+def _commit() -> str:
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    return info, llama_cpp.__version__
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "PATH"))
+    parser.add_argument("--quick", action="store_true", help="a few cases, print only")
+    parser.add_argument("--out", type=Path, default=None, help="the recording's path")
+    parser.add_argument("--commit", default="0c1e570", help="llama.cpp commit of the build")
+    args = parser.parse_args()
+    if args.child:
+        _child(json.loads(args.child[0]), args.child[1])
+        return
+    cases = [c for c in CASES if c["name"] in QUICK] if args.quick else CASES
+    system_info, version = _commit()
+    with tempfile.TemporaryDirectory() as tmp:
+        records = [run_case(case, Path(tmp)) for case in cases]
+    recording = {
+        "llama_cpp_commit": args.commit,
+        "llama_cpp_python": version,
+        "system_info": system_info.strip(),
+        "backend": "CPU",
+        "cases": records,
+    }
+    text = json.dumps(recording, indent=1) + "\n"
+    if args.quick:
+        print(text)
+        return
+    root = Path(__file__).resolve().parent.parent
+    out = args.out or root / "tests" / "data" / f"llamacpp_oracle_{args.commit}.json"
+    out.write_text(text)
+    print(f"wrote {out}: {len(records)} cases")
+
+
+if __name__ == "__main__":
+    main()
