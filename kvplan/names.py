@@ -135,6 +135,16 @@ CHECKED_VARIANTS: dict[tuple[str, str], str] = {
     ("gemma-2-2b", "it"): "same geometry and 8,192-token length as the base model",
     ("gemma-2-9b", "it"): "same geometry and 8,192-token length as the base model",
     ("gemma-2-27b", "it"): "same geometry and 8,192-token length as the base model",
+    # Qwen/Qwen3-*-Instruct-2507 and -Thinking-2507 config.json: the same geometry and 262144
+    # positions; both are aliases of the catalog's 2507 entries.
+    **{
+        (
+            f"{name}-2507",
+            tuned,
+        ): f"the -{tuned.capitalize()}-2507 release is an alias of {name}-2507"
+        for name in ("qwen3-4b", "qwen3-30b-a3b", "qwen3-235b-a22b")
+        for tuned in ("instruct", "thinking")
+    },
     # meta-llama/Llama-3.1-8B-Instruct reports general.name "Meta Llama 3.1 8B Instruct".
     ("llama-3.1-8b", "instruct"): "the catalog lists the Instruct release as an alias",
 }
@@ -143,22 +153,33 @@ CHECKED_VARIANTS: dict[tuple[str, str], str] = {
 DIFFERENT_VARIANTS: dict[tuple[str, str], str] = {
     ("llama-4-maverick", "instruct"): "Llama-4-Maverick-17B-128E-Instruct's"
     " max_position_embeddings is 1048576, not the base model's 262144",
-    ("qwen3-235b-a22b", "2507"): "the 2507 releases are trained for 262,144 tokens"
-    " (max_position_embeddings 262144), the original Qwen3-235B-A22B for 40,960",
-    ("qwen3-30b-a3b", "2507"): "the 2507 releases are trained for 262,144 tokens"
-    " (max_position_embeddings 262144), the original Qwen3-30B-A3B for 40,960",
-    ("qwen3-4b", "2507"): "the 2507 releases are trained for 262,144 tokens"
-    " (max_position_embeddings 262144), the original Qwen3-4B for 40,960",
-    ("kimi-k2", "0905"): "Kimi-K2-Instruct-0905 is trained for 262,144 tokens, Kimi-K2-Instruct"
-    " for 131,072",
     ("glm-4-9b", "chat"): "glm-4-9b-chat's seq_length is 131072, glm-4-9b's 8192",
-    ("mistral-nemo", "instruct"): "Mistral-Nemo-Instruct-2407's max_position_embeddings is"
-    " 1024000, the base model's 128000",
     **{
         (f"qwen3-{size}", "base"): f"Qwen3-{size.upper()}-Base is trained for 32,768 tokens,"
         f" Qwen3-{size.upper()} for 40,960"
         for size in ("0.6b", "4b", "8b", "14b", "30b-a3b")
     },
+}
+
+# (catalog name, suffix) pairs whose release differs and has its own catalog entry: the entry,
+# and the difference from their config.json.
+OWN_ENTRIES: dict[tuple[str, str], tuple[str, str]] = {
+    **{
+        (name, "2507"): (
+            f"{name}-2507",
+            "the 2507 releases are trained for 262,144 tokens (max_position_embeddings 262144),"
+            " the original for 40,960",
+        )
+        for name in ("qwen3-4b", "qwen3-30b-a3b", "qwen3-235b-a22b")
+    },
+    ("kimi-k2", "0905"): (
+        "kimi-k2-0905",
+        "Kimi-K2-Instruct-0905 is trained for 262,144 tokens, Kimi-K2-Instruct for 131,072",
+    ),
+    ("mistral-nemo", "instruct"): (
+        "mistral-nemo-instruct-2407",
+        "Mistral-Nemo-Instruct-2407's max_position_embeddings is 1024000, the base model's 128000",
+    ),
 }
 
 # Ollama library families -> catalog names ({size} is the tag's size). Ollama's default tags
@@ -321,10 +342,23 @@ def _lookup(state: _State, key: str) -> str | None:
 
 
 def _accept(state: _State, name: str, key: str, checks: list[str]) -> Reading:
+    name, checks = _own_entry(state, name, checks)
     _check_variants(state, name, checks)
     state.lines.append(f"read as {name}" + (f" ({key})" if key != name else ""))
     weight = state.fmt.weight_dtype if state.fmt else None
     return Reading(name, weight, tuple(state.lines))
+
+
+def _own_entry(state: _State, name: str, checks: list[str]) -> tuple[str, list[str]]:
+    """The catalog entry of a release that has one of its own (``OWN_ENTRIES``), and the
+    suffixes left to check against it; ``name`` and ``checks`` unchanged otherwise."""
+    for suffix in checks:
+        entry = OWN_ENTRIES.get((name, suffix))
+        if entry is not None:
+            target, why = entry
+            state.lines.append(f"-{suffix}: {why}; read as its own entry {target}")
+            return target, [s for s in checks if s != suffix]
+    return name, checks
 
 
 def _check_variants(state: _State, name: str, checks: list[str]) -> None:
@@ -370,7 +404,8 @@ def _read_ollama(state: _State, key: str) -> Reading:
         if part in _OLLAMA_TUNING:
             continue
         if re.fullmatch(REVISION, part):
-            _check_variants(state, name, [part])
+            name, rest = _own_entry(state, name, [part])
+            _check_variants(state, name, rest)
         elif _GGUF_TAG.fullmatch(part):
             _gguf_format(state, part)
         else:

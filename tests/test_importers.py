@@ -184,7 +184,7 @@ def test_unmapped_model_type_is_refused(tmp_path: Path) -> None:
         import_config(config)
     message = str(err.value)
     assert message.startswith(f"{config}: model_type: 'rwkv' is not an architecture")
-    assert "llama, llama4" in message
+    assert "kvplan architectures" in message
     assert "docs/spec.md" in message
     assert "docs/importers.md" in message
     result = runner.invoke(app, ["import", str(config)])

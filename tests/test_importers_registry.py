@@ -77,6 +77,10 @@ def test_imported_layers_are_among_the_listed_kinds(config_path: Path) -> None:
         ("qwen3_next", "qwen", ("full_attention", "linear_attention")),
         ("nemotron_h", "nemotron_h", ("full_attention", "mamba", "no_cache")),
         ("llama4_text", "llama4", ("full_attention", "chunked_attention")),
+        ("minicpm3", "minicpm", ("full_attention",)),
+        ("minimax_m2", "minimax", ("full_attention", "sliding_attention")),
+        ("phimoe", "phi", ("full_attention", "sliding_attention")),
+        ("smollm3", "smollm", ("full_attention", "sliding_attention")),
         # a wrapper lists the kinds of the text model it holds
         ("llama4", "llama4", ("full_attention", "chunked_attention")),
         ("gemma3", "gemma", ("full_attention", "sliding_attention")),
@@ -98,9 +102,39 @@ def test_register_refuses_a_duplicate_or_unknown_kind() -> None:
     assert list_architectures() == before
 
 
-def test_unmapped_error_lists_the_registry() -> None:
+def test_unmapped_error_points_at_the_registry() -> None:
     with pytest.raises(SpecError) as err:
         spec_from_config({"model_type": "rwkv", "num_hidden_layers": 24}, "x/config.json")
     message = str(err.value)
-    assert f"supported: {', '.join(supported_model_types())};" in message
+    assert "model_type: 'rwkv' is not an architecture" in message
+    assert f"`kvplan architectures` lists the {len(supported_model_types())} it reads" in message
     assert "docs/importers.md" in message
+
+
+# vLLM 0.32's text-generation registry (_TEXT_GENERATION_MODELS in
+# vllm/model_executor/models/registry.py), one class name a line.
+VLLM_TEXT = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"
+VLLM_NAMES = VLLM_TEXT.read_text(encoding="utf-8").split()
+
+
+def test_vllm_registry_list_is_the_whole_registry() -> None:
+    assert len(VLLM_NAMES) == len(set(VLLM_NAMES)) == 118
+
+
+def test_second_half_of_the_vllm_registry_is_read() -> None:
+    """The model classes from InternLM2 to Qwen3 that vLLM 0.32 registers and kvplan reads;
+    every name is vLLM's own spelling (a class may serve two model_types: Kimi K2's config
+    names DeepseekV3ForCausalLM)."""
+    second = {c for a in list_architectures() for c in a.architectures if c[0].upper() >= "I"}
+    assert second <= set(VLLM_NAMES), sorted(second - set(VLLM_NAMES))
+    assert len(second) >= 24, sorted(second)
+
+
+def test_engines_follow_the_classes() -> None:
+    for a in list_architectures():
+        assert set(a.engines) <= {"vllm", "vllm-transformers"}, a.model_type
+        if a.architectures:
+            assert "vllm" in a.engines, a.model_type
+    assert BY_TYPE["smollm3"].engines == ("vllm-transformers",)
+    with pytest.raises(ValueError, match="engines"):
+        register("test", "test_only_engine", Rule(), ("full_attention",), "x", engines=("tgi",))

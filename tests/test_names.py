@@ -136,15 +136,8 @@ def test_llama_4_scout_instruct_is_its_own_entry() -> None:
 REFUSED = [
     # trained length differs (config.json of each release)
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "1048576", "llama-4-maverick"),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "262144", "qwen3-235b-a22b"),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "262144", "qwen3-235b-a22b"),
-    ("Qwen/Qwen3-30B-A3B-Thinking-2507", "262144", "qwen3-30b-a3b"),
-    ("Qwen/Qwen3-4B-Instruct-2507", "262144", "qwen3-4b"),
-    ("qwen3:30b-a3b-instruct-2507-q4_K_M", "262144", "qwen3-30b-a3b"),
-    ("moonshotai/Kimi-K2-Instruct-0905", "262,144", "kimi-k2"),
     ("Qwen/Qwen3-8B-Base", "32,768", "qwen3-8b"),
     ("THUDM/glm-4-9b-chat", "131072", "glm-4-9b"),
-    ("mistralai/Mistral-Nemo-Instruct-2407", "1024000", "mistral-nemo"),
     # unchecked variants and unknown organisations fail closed
     ("deepseek-ai/DeepSeek-V3-1226", "not checked", "deepseek-v3"),
     ("google/gemma-3-27b-it-base", "not checked", "gemma-3-27b"),
@@ -154,6 +147,28 @@ REFUSED = [
     ("llama3.1:8b-q2_K", "q2_k", None),
     ("unsloth/DeepSeek-R1-GGUF:UD-IQ1_S", "iq1", None),
 ]
+
+
+# Releases trained for another length than the original, each with its own catalog entry
+# (config.json of each release: max_position_embeddings).
+OWN_ENTRY = [
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen3-235b-a22b-2507", 262_144),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b-2507", 262_144),
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507", "qwen3-30b-a3b-2507", 262_144),
+    ("Qwen/Qwen3-4B-Instruct-2507", "qwen3-4b-2507", 262_144),
+    ("qwen3:30b-a3b-instruct-2507-q4_K_M", "qwen3-30b-a3b-2507", 262_144),
+    ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905", 262_144),
+    ("unsloth/Kimi-K2-Instruct-0905-GGUF", "kimi-k2-0905", 262_144),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-instruct-2407", 1_024_000),
+]
+
+
+@pytest.mark.parametrize(("typed", "name", "max_positions"), OWN_ENTRY)
+def test_release_with_its_own_entry_resolves_to_it(
+    typed: str, name: str, max_positions: int
+) -> None:
+    spec = load_model(typed)
+    assert (spec.name, spec.max_position_embeddings) == (name, max_positions)
 
 
 @pytest.mark.parametrize(("typed", "reason", "nearest"), REFUSED)
@@ -174,7 +189,7 @@ def test_unknown_name_suggests_nearest() -> None:
 
 
 @pytest.mark.parametrize(
-    "typed", ["Qwen/Qwen3-235B-A22B-Instruct-2507", "nosuch-model-9b", "llama3.1:8b-q2_K"]
+    "typed", ["Qwen/Qwen3-235B-A22B-Instruct-2510", "nosuch-model-9b", "llama3.1:8b-q2_K"]
 )
 def test_cli_refusal_is_one_line_exit_2(typed: str) -> None:
     result = runner.invoke(app, ["calc", typed, "--context", "8k"])

@@ -273,17 +273,17 @@ def test_model_identified_from_printed_shapes() -> None:
     from kvplan.log_models import identify_model, printed_shapes
 
     text = read("llamacpp-pad32-llama-3.1-8b.log")
-    # 512.00 MiB for 4,096 f16 tokens = 131,072 B a token = 2 x 32 layers x 8 x 128 x 2 B:
-    # Llama 3.1 8B and Phi-4-mini both fit; the file name Meta-Llama-3.1-8B-Instruct-Q4_K_M
-    # settles it.
+    # 512.00 MiB for 4,096 f16 tokens = 131,072 B a token = 2 x 32 layers x 8 x 128 x 2 B with
+    # 131,072 trained positions: Llama 3.1 8B, Phi-3.5-MoE and Phi-4-mini all fit; the file name
+    # Meta-Llama-3.1-8B-Instruct-Q4_K_M settles it.
     shapes = printed_shapes(text)
     assert shapes.figures == {"n_layer": 32, "n_ctx_train": 131072}
     spec = identify_model(text, "log")
     assert spec.name == "llama-3.1-8b"
     assert "printed shapes" in spec.provenance[-1]
-    # without the file name, the shapes alone fit two models: one line naming both
+    # without the file name, the shapes alone fit three models: one line naming them all
     alone = text.replace("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "model")
-    with pytest.raises(SpecError, match=r"llama-3\.1-8b, phi-4-mini: pass --model"):
+    with pytest.raises(SpecError, match=r"llama-3\.1-8b, phi-3\.5-moe, phi-4-mini: pass --model"):
         identify_model(alone, "log")
 
 

@@ -89,16 +89,21 @@ def import_(
 @command("architectures")
 def architectures(output: FormatOpt = OutputFormat.table) -> None:
     """The model_types `kvplan import` reads: each one's rules module (family), the layer
-    kinds its rule can produce, and the config quirks it handles."""
+    kinds its rule can produce, the model classes config.json names for it, the engines that
+    serve it, the catalog models of that type, and the config quirks it handles."""
+    from kvplan.catalog import list_models
     from kvplan.importers import list_architectures
     from kvplan.views import importers as views
 
     def run() -> None:
         found = list_architectures()
+        models: dict[str, list[str]] = {}
+        for spec in list_models():
+            models.setdefault(spec.model_type or "", []).append(spec.name)
         emit(
             output,
-            lambda: views.architectures_to_dict(found),
-            lambda: views.architectures_view(found),
+            lambda: views.architectures_to_dict(found, models),
+            lambda: views.architectures_view(found, models),
         )
 
     guard(run)

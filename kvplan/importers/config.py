@@ -120,12 +120,16 @@ def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
     rule = rule_for(model_type) if isinstance(model_type, str) else None
     if not isinstance(model_type, str) or rule is None:
         shown = abbreviate(model_type if isinstance(model_type, str) else stated)
+        classes = config.get("architectures")
+        named = [c for c in classes if isinstance(c, str)] if isinstance(classes, list) else []
+        also = f" (config.json architectures: {abbreviate(', '.join(named))})" if named else ""
         raise SpecError(
             "",
             [
-                f"model_type: {shown} is not an architecture kvplan can import; supported:"
-                f" {', '.join(supported_model_types())}; write a spec by hand instead"
-                " (docs/spec.md lists its keys) or add the family's rules (docs/importers.md)"
+                f"model_type: {shown} is not an architecture kvplan can import{also};"
+                f" `kvplan architectures` lists the {len(supported_model_types())} it reads;"
+                " write a spec by hand instead (docs/spec.md lists its keys) or add the"
+                " family's rules (docs/importers.md)"
             ],
         )
     return model_type, rule, text, notes

@@ -22,6 +22,8 @@ LAYER_KINDS = (
     "mla_latent",
     "mamba",
     "linear_attention",
+    "short_conv",
+    "attention_mamba",
     "no_cache",
 )
 
@@ -29,14 +31,17 @@ LAYER_KINDS = (
 @dataclass(frozen=True, slots=True)
 class Architecture:
     """One importable ``model_type``: its rules module (``family``), the layer kinds its rule
-    can produce, a one-line note on the quirks the rule handles, and the model classes
-    (``architectures`` in config.json, as vLLM's registry names them) that it reads."""
+    can produce, a one-line note on the quirks the rule handles, the model classes
+    (``architectures`` in config.json, as vLLM's registry names them) that it reads, and the
+    engines checked to serve it: ``vllm`` when vLLM 0.32's registry lists one of those
+    classes, ``vllm-transformers`` when vLLM serves it through its Transformers backend."""
 
     model_type: str
     family: str
     layer_kinds: tuple[str, ...]
     notes: str
     architectures: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
 
 
 _RULES: dict[str, Rule] = {}
@@ -45,8 +50,21 @@ _ARCHITECTURES: dict[str, Architecture] = {}
 _VISION: dict[str, VisionCounter] = {}  # wrapper model_type -> its vision tower's count
 
 
+#: The engine names an ``Architecture`` may list.
+ENGINES = ("vllm", "vllm-transformers")
+
+
+def _engines(architectures: tuple[str, ...], engines: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The stated engines, else vLLM when vLLM's registry names the model classes."""
+    if engines is not None:
+        return tuple(engines)
+    return ("vllm",) if architectures else ()
+
+
 def _add(architecture: Architecture) -> None:
     name = architecture.model_type
+    if not set(architecture.engines) <= set(ENGINES):
+        raise ValueError(f"model_type {name!r}: engines {architecture.engines} not in {ENGINES}")
     if name in _ARCHITECTURES:
         raise ValueError(f"model_type {name!r}: registered twice")
     unknown = sorted(set(architecture.layer_kinds) - set(LAYER_KINDS))
@@ -64,11 +82,16 @@ def register(
     layer_kinds: tuple[str, ...],
     notes: str,
     architectures: tuple[str, ...] = (),
+    engines: tuple[str, ...] | None = None,
 ) -> None:
     """Map ``model_type`` by ``rule``; ``architectures`` are the model classes that config.json
-    names for it (``LlamaForCausalLM``). Raises ValueError when the type is already registered,
-    a layer kind is unknown or the notes are not one line (a mistake in a family module)."""
-    _add(Architecture(model_type, family, tuple(layer_kinds), notes, tuple(architectures)))
+    names for it (``LlamaForCausalLM``), ``engines`` those that serve it (default: ``vllm``
+    when ``architectures`` are given). Raises ValueError when the type is already registered,
+    a layer kind or engine is unknown or the notes are not one line (a family module's
+    mistake)."""
+    classes = tuple(architectures)
+    kinds = tuple(layer_kinds)
+    _add(Architecture(model_type, family, kinds, notes, classes, _engines(classes, engines)))
     _RULES[model_type] = rule
 
 
@@ -79,12 +102,14 @@ def register_wrapper(
     notes: str,
     vision: VisionCounter | None = None,
     architectures: tuple[str, ...] = (),
+    engines: tuple[str, ...] | None = None,
 ) -> None:
     """``model_type`` wraps a text model in a nested config (``text_config``...); the nested
     ``model_type``, or ``inner`` when the nested config has none, decides the rule. ``inner``
     must be registered first. ``vision`` counts the parameters of its vision tower."""
     layer_kinds = _ARCHITECTURES[inner].layer_kinds
-    _add(Architecture(model_type, family, layer_kinds, notes, tuple(architectures)))
+    classes = tuple(architectures)
+    _add(Architecture(model_type, family, layer_kinds, notes, classes, _engines(classes, engines)))
     _WRAPPED[model_type] = inner
     if vision is not None:
         _VISION[model_type] = vision

@@ -33,4 +33,5 @@ register(
     Rule(kv_heads=_kv_heads_dbrx, parameters=_count_dbrx),
     UNIFORM_KINDS,
     "K/V heads from attn_config.kv_n_heads; d_model, n_heads, n_layers names",
+    architectures=("DbrxForCausalLM",),
 )

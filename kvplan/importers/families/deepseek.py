@@ -1,8 +1,12 @@
-"""DeepSeek V2/V3/R1 and Kimi K2: multi-head latent attention (MLA).
+"""DeepSeek V2/V3/R1 and Kimi K2: multi-head latent attention (MLA); DeepSeek MoE (V1).
 
 Each layer caches one compressed latent of ``kv_lora_rank`` plus the shared RoPE key of
 ``qk_rope_head_dim``, not K and V per head: no factor 2 and no heads. The MLA ranks are copied
 as they are; ``head_dim`` is not read, since the latent replaces it.
+
+DeepSeek V1 (``deepseek``, DeepSeek-MoE and DeepSeek-LLM under remote code) has plain
+GQA/MHA attention: vLLM's deepseek_v2.py serves DeepseekForCausalLM with its non-MLA
+attention for this model_type, ``num_key_value_heads`` K/V heads of hidden_size / heads.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from kvplan.importers.parameters import (
 )
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule
+from kvplan.importers.rules import UNIFORM_KINDS, Rule
 
 FAMILY = "deepseek"
 
@@ -41,13 +45,13 @@ def _mla(r: Reading, hidden: int, heads: int) -> Count:
     return q + kv + linear(heads * v_dim, hidden)
 
 
-def _count_deepseek(r: Reading) -> Count:
-    """MLA attention; dense MLP on the first ``first_k_dense_replace`` layers, then every
-    ``moe_layer_freq``-th layer routed experts plus ``n_shared_experts`` shared ones (one MLP
-    of their joint width) and a router, with V3's ``e_score_correction_bias`` (noaux_tc).
-    The multi-token-prediction layers (``num_nextn_predict_layers``) are not counted."""
+def count_deepseek_moe(r: Reading, attention: Count) -> Count:
+    """Layers of ``attention`` (with two RMSNorms); dense MLP on the first
+    ``first_k_dense_replace`` layers, then every ``moe_layer_freq``-th layer routed experts
+    plus ``n_shared_experts`` shared ones (one MLP of their joint width) and a router, with
+    V3's ``e_score_correction_bias`` (noaux_tc). MTP layers are not counted."""
     s = shapes(r)
-    base = _mla(r, s.hidden, s.heads) + norm(s.hidden).times(2)
+    base = attention + norm(s.hidden).times(2)
     dense = base + mlp(s.hidden, size(r, "intermediate_size"))
     num_experts = size(r, "n_routed_experts", default=0, minimum=0)
     if not num_experts:
@@ -63,8 +67,40 @@ def _count_deepseek(r: Reading) -> Count:
     return decoder(s, sparse.times(num_sparse) + dense.times(s.layers - num_sparse))
 
 
+def count_mla(r: Reading) -> Count:
+    """MLA attention in DeepSeek V2/V3's layer layout (``count_deepseek_moe``)."""
+    s = shapes(r)
+    return count_deepseek_moe(r, _mla(r, s.hidden, s.heads))
+
+
+def _count_deepseek_v1(r: Reading) -> Count:
+    """DeepSeek V1: bias-free GQA/MHA in DeepSeek V2's MoE layer layout."""
+    return count_deepseek_moe(r, shapes(r).attention())
+
+
+def _count_deepseek(r: Reading) -> Count:
+    """MLA attention, then ``count_deepseek_moe``'s dense and expert layers."""
+    return count_mla(r)
+
+
+#: What an MLA model's rule copies into the spec (GLM-4.7-Flash reads them too).
+MLA_KEYS = _MLA
+
 _RULE = Rule(extra=_MLA, reads_head_dim=False, parameters=_count_deepseek)
 _NOTES = "MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer (no factor 2)"
 
-for _type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
-    register(FAMILY, _type, _RULE, ("mla_latent",), _NOTES)
+# Kimi K2's config.json names DeepSeek V3's class: vLLM serves it with that model.
+for _type, _class in (
+    ("deepseek_v2", "DeepseekV2ForCausalLM"),
+    ("deepseek_v3", "DeepseekV3ForCausalLM"),
+    ("kimi_k2", "DeepseekV3ForCausalLM"),
+):
+    register(FAMILY, _type, _RULE, ("mla_latent",), _NOTES, architectures=(_class,))
+register(
+    FAMILY,
+    "deepseek",
+    Rule(reads_head_dim=False, parameters=_count_deepseek_v1),
+    UNIFORM_KINDS,
+    "DeepSeek V1: num_key_value_heads of hidden_size / heads (vLLM deepseek_v2.py, no MLA)",
+    architectures=("DeepseekForCausalLM",),
+)

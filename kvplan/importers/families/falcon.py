@@ -55,4 +55,5 @@ register(
     ),
     UNIFORM_KINDS,
     "multi_query: one K/V head; new_decoder_architecture: num_kv_heads",
+    architectures=("FalconForCausalLM",),
 )

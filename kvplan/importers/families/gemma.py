@@ -108,6 +108,7 @@ register(
     Rule(defaults={"head_dim": 256, "tie_word_embeddings": True}, parameters=_count_gemma),
     UNIFORM_KINDS,
     "head_dim 256 and tied embeddings by default",
+    architectures=("GemmaForCausalLM",),
 )
 register(
     FAMILY,
@@ -119,6 +120,7 @@ register(
     ),
     ("full_attention", "sliding_attention"),
     "even layers slide (sliding_window, default 4096), odd layers are global",
+    architectures=("Gemma2ForCausalLM",),
 )
 register(
     FAMILY,
@@ -126,6 +128,7 @@ register(
     Rule(layers=_layers_gemma3, defaults=_GEMMA3_TEXT, parameters=_count_gemma),
     ("full_attention", "sliding_attention"),
     "5 sliding : 1 global (sliding_window_pattern); config-class defaults for omitted keys",
+    architectures=("Gemma3ForCausalLM",),
 )
 register_wrapper(
     FAMILY,
@@ -133,4 +136,5 @@ register_wrapper(
     "gemma3_text",
     "Gemma 3 with vision: the text model in text_config",
     vision=_count_siglip,
+    architectures=("Gemma3ForConditionalGeneration",),
 )

@@ -1,9 +1,10 @@
-"""GLM-4 (``glm4``, ``glm4_moe``: Llama-shaped keys) and ChatGLM, which calls its K/V groups
-``multi_query_group_num`` (used when ``multi_query_attention``) and its head dim
-``kv_channels``."""
+"""GLM-4 (``glm4``, ``glm4_moe``: Llama-shaped keys), GLM-4.7-Flash (``glm4_moe_lite``: MLA)
+and ChatGLM, which calls its K/V groups ``multi_query_group_num`` (used when
+``multi_query_attention``) and its head dim ``kv_channels``."""
 
 from __future__ import annotations
 
+from kvplan.importers.families.deepseek import MLA_KEYS, count_mla
 from kvplan.importers.parameters import (
     Count,
     decoder,
@@ -79,12 +80,67 @@ register(
     Rule(kv_heads=_kv_heads_chatglm, parameters=_count_chatglm),
     UNIFORM_KINDS,
     "K/V heads from multi_query_group_num, head_dim from kv_channels",
+    architectures=("ChatGLMModel", "ChatGLMForConditionalGeneration"),
 )
-register(FAMILY, "glm4", Rule(parameters=_count_glm4), UNIFORM_KINDS, "read as llama")
+register(
+    FAMILY,
+    "glm4",
+    Rule(parameters=_count_glm4),
+    UNIFORM_KINDS,
+    "read as llama",
+    architectures=("Glm4ForCausalLM",),
+)
 register(
     FAMILY,
     "glm4_moe",
     Rule(parameters=_count_glm4_moe),
     UNIFORM_KINDS,
     "read as llama; the experts share one cache",
+    architectures=("Glm4MoeForCausalLM",),
+)
+
+# GLM-4.7-Flash (configuration_glm4_moe_lite.py): DeepSeek V3's MLA and MoE layout; vLLM's
+# glm4_moe_lite.py caches one latent of kv_lora_rank + qk_rope_head_dim per layer. The class
+# makes the first layer dense (mlp_layer_types) and its router always carries the
+# e_score_correction_bias (noaux_tc).
+_GLM4_MOE_LITE = {
+    "vocab_size": 154880,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 768,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 192,
+    "v_head_dim": 256,
+    "n_routed_experts": 64,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 4,
+    "moe_intermediate_size": 1536,
+    "first_k_dense_replace": 1,
+    "topk_method": "noaux_tc",
+    "max_position_embeddings": 202752,
+    "tie_word_embeddings": False,
+}
+
+
+def _mla_defaults(r: Reading) -> None:
+    """The MLA ranks the file leaves to Glm4MoeLiteConfig."""
+    for key in MLA_KEYS:
+        if key not in r.spec:
+            value = r.get(key)
+            if value is not None:
+                r.spec[key] = value
+
+
+register(
+    FAMILY,
+    "glm4_moe_lite",
+    Rule(
+        extra=MLA_KEYS,
+        reads_head_dim=False,
+        defaults=_GLM4_MOE_LITE,
+        state=_mla_defaults,
+        parameters=count_mla,
+    ),
+    ("mla_latent",),
+    "GLM-4.7-Flash: MLA like DeepSeek V3 (kv_lora_rank + qk_rope_head_dim, no factor 2)",
+    architectures=("Glm4MoeLiteForCausalLM",),
 )

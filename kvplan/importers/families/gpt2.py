@@ -1,5 +1,9 @@
-"""GPT-2 and OPT: classic multi-head attention (every head keeps its own K and V), tied
-embeddings, GPT-era key names (``n_layer``, ``n_embd``, ``n_positions``, ``ffn_dim``)."""
+"""GPT-2, OPT, GPT-J and BLOOM: classic multi-head attention (every head keeps its own K and
+V), GPT-era key names (``n_layer``, ``n_embd``, ``n_head``, ``n_positions``, ``ffn_dim``).
+
+GPT-J rotates the first ``rotary_dim`` dimensions of each head and BLOOM adds ALiBi biases;
+neither changes what a token caches: K and V of ``n_embd / n_head`` per head, every layer.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +52,34 @@ def _count_opt(r: Reading) -> Count:
     return embed + layer.times(s.layers) + (norm(s.hidden, bias=True) if last else Count())
 
 
+def _count_gptj(r: Reading) -> Count:
+    """GPT-J (modeling_gptj.py): one LayerNorm before the parallel attention (bias-free q, k,
+    v, out) and MLP (fc_in to ``n_inner``, default 4 x n_embd, and fc_out, with biases); ln_f;
+    an untied lm_head with a bias. No position embeddings (rotary)."""
+    s = shapes(r)
+    width = size(r, "n_inner", default=4 * s.hidden)
+    layer = s.attention() + mlp(s.hidden, width, gated=False, bias=True) + norm(s.hidden, True)
+    head_bias = plain(0 if s.tied else s.vocab)
+    return decoder(s, layer.times(s.layers), norm(s.hidden, bias=True)) + head_bias
+
+
+def _count_bloom(r: Reading) -> Count:
+    """BLOOM (modeling_bloom.py): embeddings with their own LayerNorm, per layer a fused
+    query_key_value and a dense projection with biases, an MLP of 4 x hidden with biases and
+    two LayerNorms; ln_f; tied lm_head. ALiBi: no position embeddings."""
+    s = shapes(r)
+    layer = s.attention(True, True) + mlp(s.hidden, 4 * s.hidden, gated=False, bias=True)
+    layer += norm(s.hidden, bias=True).times(2)
+    return decoder(s, norm(s.hidden, bias=True) + layer.times(s.layers), norm(s.hidden, True))
+
+
+def _bloom_width(r: Reading) -> None:
+    """The first BLOOM files name the hidden size ``n_embed``; BloomConfig still reads it."""
+    if r.spec.get("hidden_size") is None and r.config.get("n_embed") is not None:
+        r.spec["hidden_size"] = r.config["n_embed"]
+        r.notes.append("hidden_size from n_embed (BloomConfig's older name)")
+
+
 _DEFAULTS = {"tie_word_embeddings": True}
 register(
     FAMILY,
@@ -55,6 +87,7 @@ register(
     Rule(kv_heads=kv_heads_mha, defaults=_DEFAULTS, parameters=_count_gpt2),
     UNIFORM_KINDS,
     "multi-head: one K/V per head; n_layer, n_embd",
+    architectures=("GPT2LMHeadModel",),
 )
 register(
     FAMILY,
@@ -62,4 +95,29 @@ register(
     Rule(kv_heads=kv_heads_mha, defaults=_DEFAULTS, parameters=_count_opt),
     UNIFORM_KINDS,
     "multi-head: one K/V per head; ffn_dim",
+    architectures=("OPTForCausalLM",),
+)
+# GPTJConfig defaults (configuration_gptj.py): untied embeddings; vLLM's gpt_j.py reads
+# n_embd / n_head per head and every head's own K and V.
+register(
+    FAMILY,
+    "gptj",
+    Rule(
+        kv_heads=kv_heads_mha,
+        defaults={"tie_word_embeddings": False, "n_positions": 2048},
+        parameters=_count_gptj,
+    ),
+    UNIFORM_KINDS,
+    "multi-head: one K/V per head; n_layer, n_embd, n_head; untied (GPTJConfig)",
+    architectures=("GPTJForCausalLM",),
+)
+# BloomConfig (configuration_bloom.py): hidden_size (or the older n_embed), n_layer, n_head,
+# tied embeddings, no max_position_embeddings (ALiBi); vLLM's bloom.py caches every head.
+register(
+    FAMILY,
+    "bloom",
+    Rule(kv_heads=kv_heads_mha, defaults=_DEFAULTS, state=_bloom_width, parameters=_count_bloom),
+    UNIFORM_KINDS,
+    "multi-head with ALiBi: one K/V per head; n_layer, n_head; tied (BloomConfig)",
+    architectures=("BloomForCausalLM",),
 )

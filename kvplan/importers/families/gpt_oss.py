@@ -31,4 +31,5 @@ register(
     Rule(default_dtype="bfloat16", parameters=_count_gpt_oss),
     UNIFORM_KINDS,
     "sliding and full layers from layer_types; bfloat16 when the dtype is not stated",
+    architectures=("GptOssForCausalLM",),
 )

@@ -1,5 +1,7 @@
-"""IBM Granite 3 (dense, read as Llama) and Granite 4 hybrids (Mamba2 + attention), whose
-configs state ``layer_types``; a hybrid without it is refused rather than guessed."""
+"""IBM Granite 3 (dense, read as Llama), Granite 3 MoE (``granitemoe``: read as Llama, the
+experts sharing one cache, as vLLM's granitemoe.py does) and Granite 4 hybrids (Mamba2 +
+attention), whose configs state ``layer_types``; a hybrid without it is refused rather than
+guessed."""
 
 from __future__ import annotations
 
@@ -57,11 +59,43 @@ def _count_granite_hybrid(r: Reading) -> Count:
     return decoder(s, layers + ffn.times(s.layers))
 
 
-register(FAMILY, "granite", Rule(), UNIFORM_KINDS, "read as llama")
+def _count_granite_moe(r: Reading) -> Count:
+    """Granite MoE (modeling_granitemoe.py): GQA (``attention_bias``), ``num_local_experts``
+    experts with fused input_linear (2 x ``intermediate_size``) and output_linear, a bias-free
+    router; two RMSNorms a layer."""
+    s = shapes(r)
+    bias = flag(r, "attention_bias")
+    num_experts = size(r, "num_local_experts")
+    expert = mlp(s.hidden, size(r, "intermediate_size"))
+    layer = s.attention(bias, bias) + norm(s.hidden).times(2) + plain(s.hidden * num_experts)
+    layer += experts(expert, num_experts, size(r, "num_experts_per_tok"))
+    return decoder(s, layer.times(s.layers))
+
+
+# GraniteMoeConfig defaults (configuration_granitemoe.py): 8 experts, 2 active.
+register(
+    FAMILY,
+    "granitemoe",
+    Rule(
+        defaults={"num_local_experts": 8, "num_experts_per_tok": 2}, parameters=_count_granite_moe
+    ),
+    UNIFORM_KINDS,
+    "read as llama, the experts share one cache; absent experts 8, active 2 (GraniteMoeConfig)",
+    architectures=("GraniteMoeForCausalLM",),
+)
+register(
+    FAMILY,
+    "granite",
+    Rule(),
+    UNIFORM_KINDS,
+    "read as llama",
+    architectures=("GraniteForCausalLM",),
+)
 register(
     FAMILY,
     "granitemoehybrid",
     Rule(layers=_layers_hybrid_granite, extra=MAMBA_KEYS, parameters=_count_granite_hybrid),
     ("full_attention", "mamba"),
     "Mamba2 and attention layers from layer_types (required); mamba_* state",
+    architectures=("GraniteMoeHybridForCausalLM",),
 )

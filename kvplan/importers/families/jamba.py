@@ -80,4 +80,5 @@ register(
     Rule(layers=_layers_jamba, extra=MAMBA_KEYS, parameters=_count_jamba),
     ("full_attention", "mamba"),
     "attention every attn_layer_period layers at attn_layer_offset, Mamba elsewhere",
+    architectures=("JambaForCausalLM",),
 )

@@ -1,4 +1,5 @@
-"""Llama and the configs read like it: Mistral, Mixtral, Cohere, OLMo 2, StarCoder2, InternLM2.
+"""Llama and the configs read like it: Mistral, Ministral 3, Mixtral, Cohere, OLMo 2, StarCoder2,
+InternLM2 and InternLM3.
 
 They all state ``num_key_value_heads`` (absent: one K/V head per head), ``head_dim`` or leave
 it to ``hidden_size / num_attention_heads``, and a ``sliding_window`` that, when stated,
@@ -105,6 +106,8 @@ register(
     Rule(),
     UNIFORM_KINDS,
     "num_key_value_heads (GQA), head_dim or hidden_size / heads; a stated sliding_window slides",
+    # LLaMAForCausalLM: the early decapoda-research conversions name the class so.
+    architectures=("LlamaForCausalLM", "LLaMAForCausalLM"),
 )
 register(
     FAMILY,
@@ -112,8 +115,16 @@ register(
     _MISTRAL,
     UNIFORM_KINDS,
     "sliding_window defaults to 4096 when absent (MistralConfig); null means none",
+    architectures=("MistralForCausalLM",),
 )
-register(FAMILY, "mixtral", Rule(), UNIFORM_KINDS, "read as llama; the experts share one cache")
+register(
+    FAMILY,
+    "mixtral",
+    Rule(),
+    UNIFORM_KINDS,
+    "read as llama; the experts share one cache",
+    architectures=("MixtralForCausalLM",),
+)
 register_wrapper(
     FAMILY,
     "mistral3",
@@ -127,6 +138,7 @@ register(
     Rule(defaults={"tie_word_embeddings": True}, parameters=_count_cohere),
     UNIFORM_KINDS,
     "Command R: read as llama",
+    architectures=("CohereForCausalLM",),
 )
 register(FAMILY, "olmo2", Rule(parameters=_count_olmo2), UNIFORM_KINDS, "OLMo 2: read as llama")
 register(
@@ -136,4 +148,19 @@ register(
     UNIFORM_KINDS,
     "StarCoder2: read as llama",
 )
-register(FAMILY, "internlm2", Rule(), UNIFORM_KINDS, "InternLM2: read as llama")
+register(
+    FAMILY,
+    "internlm2",
+    Rule(),
+    UNIFORM_KINDS,
+    "InternLM2: read as llama",
+    architectures=("InternLM2ForCausalLM",),
+)
+register(
+    FAMILY,
+    "internlm3",
+    Rule(),
+    UNIFORM_KINDS,
+    "InternLM3: read as llama (vLLM serves InternLM3ForCausalLM with its llama model)",
+    architectures=("InternLM3ForCausalLM",),
+)

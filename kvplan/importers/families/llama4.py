@@ -105,6 +105,7 @@ register(
     ),
     ("full_attention", "chunked_attention"),
     "RoPE layers chunked (attention_chunk_size), NoPE layers global (no_rope_layers)",
+    architectures=("Llama4ForCausalLM",),
 )
 register_wrapper(
     FAMILY,

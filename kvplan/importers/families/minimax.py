@@ -1,13 +1,17 @@
 """MiniMax-Text-01: lightning (linear) attention with a softmax layer where ``attn_type_list``
-says 1. The checkpoint is bfloat16, which its config does not state."""
+says 1. The checkpoint is bfloat16, which its config does not state.
+
+MiniMax-M2: full GQA attention in every layer (no lightning layers), q/k RMSNorms over all the
+heads, 256 routed experts with a sigmoid router and its correction bias.
+"""
 
 from __future__ import annotations
 
 from kvplan.errors import SpecError
-from kvplan.importers.parameters import Count, decoder, linear, moe, norm, shapes, size
+from kvplan.importers.parameters import Count, decoder, flag, linear, moe, norm, shapes, size
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule, layers_explicit, pattern_every
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit, pattern_every
 
 FAMILY = "minimax"
 
@@ -68,3 +72,34 @@ _NOTES = "attn_type_list (1 softmax, 0 lightning); state heads x head_dim^2; bfl
 # minimax_text_01 is the released file's name for the minimax architecture.
 for _type in ("minimax", "minimax_text_01"):
     register(FAMILY, _type, _RULE, ("full_attention", "linear_attention"), _NOTES)
+
+
+def _count_minimax_m2(r: Reading) -> Count:
+    """MiniMax-M2 (modeling_minimax_m2.py): bias-free GQA with RMSNorms over all of q and all of
+    k, ``num_local_experts`` experts of ``intermediate_size`` and a router with its
+    ``e_score_correction_bias``; two RMSNorms a layer. The MTP modules are not counted."""
+    s = shapes(r)
+    bias = flag(r, "attention_bias")
+    attention = s.attention(bias, bias) + norm((s.heads + s.kv_heads) * s.head_dim)
+    ffn = moe(
+        s.hidden,
+        size(r, "intermediate_size"),
+        size(r, "num_local_experts"),
+        size(r, "num_experts_per_tok"),
+        router_bias=True,
+    )
+    return decoder(s, (attention + ffn + norm(s.hidden).times(2)).times(s.layers))
+
+
+# MiniMaxM2Config defaults (configuration_minimax_m2.py): 8 K/V heads of head_dim 128.
+register(
+    FAMILY,
+    "minimax_m2",
+    Rule(
+        defaults={"num_key_value_heads": 8, "head_dim": 128},
+        parameters=_count_minimax_m2,
+    ),
+    UNIFORM_KINDS,
+    "MiniMax-M2: full attention every layer, read as llama; absent K/V heads 8, head_dim 128",
+    architectures=("MiniMaxM2ForCausalLM",),
+)

@@ -96,4 +96,5 @@ register(
     Rule(layers=_layers_nemotron_h, state=_mamba_state, parameters=_count_nemotron_h),
     ("full_attention", "mamba", "no_cache"),
     "hybrid_override_pattern (M mamba, * attention, -/E no cache); ssm_state_size etc. renamed",
+    architectures=("NemotronHForCausalLM",),
 )

@@ -1,4 +1,4 @@
-"""Qwen 2, 2.5, 3 (dense and MoE) and Qwen3-Next.
+"""Qwen 2, 2.5, 3 (dense and MoE), Qwen3-Next, and Xiaomi's MiMo (a Qwen2 with MTP layers).
 
 Qwen2-style configs carry a ``sliding_window`` that ``use_sliding_window: false`` switches off
 (Qwen2.5 states 131072 and never slides); when on, layers from ``max_window_layers`` slide.
@@ -91,7 +91,7 @@ def _count_qwen(r: Reading) -> Count:
     """Qwen2 (q, k, v biases), Qwen3 (q/k norms of head_dim; ``attention_bias`` on all four
     projections) and their MoE: two RMSNorms a layer."""
     s = shapes(r)
-    if r.model_type.startswith("qwen2"):
+    if r.model_type.startswith("qwen2") or r.model_type == "mimo":
         attention = s.attention(flag(r, "qkv_bias", default=True), False)
     else:
         bias = flag(r, "attention_bias")
@@ -132,8 +132,14 @@ def _count_qwen3_next(r: Reading) -> Count:
 _QWEN2 = Rule(layers=_layers_qwen2, parameters=_count_qwen)
 _SLIDING = "sliding_window counts only with use_sliding_window (from max_window_layers)"
 
-for _type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
-    register(FAMILY, _type, _QWEN2, UNIFORM_KINDS, _SLIDING)
+_CLASSES = {
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+}
+for _type, _class in _CLASSES.items():
+    register(FAMILY, _type, _QWEN2, UNIFORM_KINDS, _SLIDING, architectures=(_class,))
 register(
     FAMILY,
     "qwen3_next",
@@ -145,4 +151,14 @@ register(
     ),
     ("full_attention", "linear_attention"),
     "linear attention, full every full_attention_interval layers (default 4); linear_* state",
+    architectures=("Qwen3NextForCausalLM",),
+)
+# MiMo's config is Qwen2's plus num_nextn_predict_layers; vLLM's MiMoModel is its Qwen2Model.
+register(
+    FAMILY,
+    "mimo",
+    _QWEN2,
+    UNIFORM_KINDS,
+    "MiMo: read as qwen2 (vLLM's MiMoModel extends Qwen2Model); MTP layers not counted",
+    architectures=("MiMoForCausalLM",),
 )

@@ -1,0 +1,93 @@
+"""LG AI EXAONE 3.0 / 3.5 (``exaone``) and EXAONE 4.0 (``exaone4``).
+
+EXAONE 3.x is Llama-shaped under GPT-era names (``num_layers``, ``layer_norm_epsilon``,
+``activation_function``); its config class ships with the checkpoint (remote code) and vLLM's
+exaone.py reads ``num_key_value_heads`` (absent: one per head) and ``head_dim`` (absent:
+hidden_size / heads) like Llama.
+
+EXAONE 4.0 mixes sliding and global layers: ``layer_types`` when stated, else built by
+Exaone4Config from ``sliding_window_pattern`` (default 4: a layer slides unless
+``(i + 1) % 4 == 0``); a pattern string such as ``"LLLG"`` names each layer of the period
+(L local, G global); no ``sliding_window`` means every layer is global. vLLM's exaone4.py reads
+the resulting ``layer_types``.
+"""
+
+from __future__ import annotations
+
+from kvplan.errors import SpecError
+from kvplan.importers.parameters import Count, decoder, mlp, norm, shapes, size
+from kvplan.importers.reading import Reading, whole
+from kvplan.importers.registry import register
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
+from kvplan.units import abbreviate
+
+FAMILY = "exaone"
+
+# Exaone4Config defaults (configuration_exaone4.py) for the keys that size the cache or weights.
+_EXAONE4 = {
+    "vocab_size": 102400,
+    "hidden_size": 4096,
+    "intermediate_size": 16384,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "max_position_embeddings": 2048,
+    "tie_word_embeddings": False,
+}
+
+
+def _period(r: Reading, n: int) -> list[str]:
+    """One period of layer kinds from ``sliding_window_pattern`` (an int or an L/G string)."""
+    pattern = r.config.get("sliding_window_pattern")
+    if pattern is None:
+        pattern = 4
+        r.notes.append("sliding_window_pattern 4: the exaone4 default (not in file)")
+    if isinstance(pattern, str):
+        if not pattern or set(pattern.upper()) - {"L", "G"}:
+            raise SpecError(
+                "", [f"sliding_window_pattern: L and G letters expected, got {abbreviate(pattern)}"]
+            )
+        return ["sliding_attention" if c == "L" else "full_attention" for c in pattern.upper()]
+    every = whole(pattern, "sliding_window_pattern", maximum=n)
+    return ["sliding_attention"] * (every - 1) + ["full_attention"]
+
+
+def _layers_exaone4(r: Reading, n: int) -> None:
+    if layers_explicit(r, n):
+        return
+    window = r.config.get("sliding_window", 4096)
+    if window is None:
+        r.notes.append("sliding_window null: every layer global")
+        return
+    if "sliding_window" not in r.config:
+        r.notes.append("sliding_window 4096: the exaone4 default (not in file)")
+    period = _period(r, n)
+    r.spec["sliding_window"] = window
+    r.spec["layer_types"] = [period[i % len(period)] for i in range(n)]
+
+
+def _count_exaone4(r: Reading) -> Count:
+    """EXAONE 4.0 (modeling_exaone4.py): bias-free GQA with RMSNorms on q and k per head, a
+    gated MLP, the two norms after attention and after the MLP; untied by default."""
+    s = shapes(r)
+    attention = s.attention() + norm(s.head_dim).times(2)
+    layer = attention + mlp(s.hidden, size(r, "intermediate_size")) + norm(s.hidden).times(2)
+    return decoder(s, layer.times(s.layers))
+
+
+register(
+    FAMILY,
+    "exaone",
+    Rule(),
+    UNIFORM_KINDS,
+    "EXAONE 3.x: read as llama (num_layers; remote-code config, vLLM exaone.py)",
+    architectures=("ExaoneForCausalLM",),
+)
+register(
+    FAMILY,
+    "exaone4",
+    Rule(layers=_layers_exaone4, defaults=_EXAONE4, parameters=_count_exaone4),
+    ("full_attention", "sliding_attention"),
+    "layer_types, else sliding_window_pattern (default 4, or an L/G string); no window: global",
+    architectures=("Exaone4ForCausalLM",),
+)
