@@ -360,10 +360,12 @@ def _plan(a: dict[str, Any]) -> None:
     """``kvplan plan`` with its options ``a``: one deployment, or the ranked ones in nodes."""
     from kvplan.catalog import load_model
     from kvplan.engine_plans import plan_with
-    from kvplan.engines.vllm_flags import refuse_other_engine
     from kvplan.views import plan as views
 
-    refuse_other_engine(a["engine"], {name: a[name] for name in _VLLM_FLAGS})
+    if any(a[name] is not None for name in _VLLM_FLAGS):
+        from kvplan.engines.vllm_flags import refuse_other_engine
+
+        refuse_other_engine(a["engine"], {name: a[name] for name in _VLLM_FLAGS})
     spec = load_model(a["model"])
     common = _common(a)
     keys = ("system", "gpus_per_node", "nodes", "objective", "top", "price", "prices")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvplan.arguments import (
     as_bytes,
@@ -17,7 +18,6 @@ from kvplan.arguments import (
 )
 from kvplan.errors import UnitError
 from kvplan.hardware import GPU
-from kvplan.planner.cluster import DEFAULT_OBJECTIVE, DEFAULT_TOP, ClusterPlan, search_cluster
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -30,7 +30,14 @@ from kvplan.planner.result import Plan
 from kvplan.planner.search import smallest_deployment
 from kvplan.planner.solve import solve
 from kvplan.spec import ModelSpec
-from kvplan.systems import System
+
+if TYPE_CHECKING:
+    from kvplan.planner.cluster import ClusterPlan
+    from kvplan.systems import System
+
+#: plan_cluster's defaults (kvplan.planner.cluster reads them too): the fewest GPUs, five shown.
+DEFAULT_OBJECTIVE = "gpus"
+DEFAULT_TOP = 5
 
 
 def plan(
@@ -168,6 +175,7 @@ def plan_cluster(
     UnknownGPUError or UnknownSystemError for a bad argument.
     """
     from kvplan.costs import load_prices, parse_price_overrides
+    from kvplan.planner.cluster import search_cluster
 
     spec = as_spec(spec)
     length = as_tokens(max_model_len, "max_model_len", minimum=1)

@@ -25,6 +25,7 @@ from fractions import Fraction
 
 from kvplan.costs import Price, price_for, usd_per_million_tokens
 from kvplan.errors import UnitError
+from kvplan.planner.api import DEFAULT_OBJECTIVE, DEFAULT_TOP
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.result import Plan
 from kvplan.planner.search import MAX_SEARCH_PP, MAX_SEARCH_TP, valid_tensor_parallel_sizes
@@ -34,8 +35,6 @@ from kvplan.systems import System
 from kvplan.units import format_count, format_tokens
 
 OBJECTIVES = ("gpus", "nodes", "cost", "throughput")
-DEFAULT_OBJECTIVE = "gpus"
-DEFAULT_TOP = 5
 #: The most nodes a data-parallel-attention group is grown to.
 MAX_EXPERT_PARALLEL_NODES = 16
 

@@ -4,34 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.catalog_query import CatalogQuery, CatalogRow
 from kvplan.dtypes import served_dtype
 from kvplan.estimator import Estimate, explain
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes, format_tokens
 from kvplan.views import SCHEMA_VERSION, SHORT_KIND
 from kvplan.views.engines import engine_result_to_dict, engine_result_view
+from kvplan.views.provenance import resolution_line, resolution_to_dict
 from kvplan.views.table import Column, table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from kvplan.catalog_query import CatalogQuery, CatalogRow
     from kvplan.engine_calc import CalcRequest, Calculation
     from kvplan.engines.base import EngineResult
-
-
-def resolution_to_dict(spec: ModelSpec) -> dict[str, Any]:
-    """How a typed name was read: ``resolved_from`` (the text, or null when it was a catalog
-    name, HF id, alias or file) and ``provenance`` (one line per step)."""
-    return {"resolved_from": spec.resolved_from, "provenance": list(spec.provenance)}
-
-
-def resolution_line(spec: ModelSpec) -> list[RenderableType]:
-    """One line saying how the typed name was read, or nothing for a plain catalog name."""
-    if not spec.provenance:
-        return []
-    typed = f" {spec.resolved_from!r}" if spec.resolved_from else ""
-    return [f"[dim]model{typed}: {'; '.join(spec.provenance)}[/dim]"]
 
 
 def estimate_to_dict(est: Estimate, spec: ModelSpec, *, dtype_reason: str = "") -> dict[str, Any]:
@@ -126,6 +113,8 @@ def models_to_dict(
 ) -> dict[str, Any]:
     """The ``kvplan models --format json`` document: each kept spec with its bytes per token,
     the query that chose them and how many models the catalog holds."""
+    from kvplan.catalog_query import CatalogQuery
+
     asked = query if query is not None else CatalogQuery()
     return {
         "schema_version": SCHEMA_VERSION,
@@ -184,6 +173,8 @@ def models_view(
 ) -> list[RenderableType]:
     """The ``kvplan models`` table; the heading says what was asked when a filter is set
     (and, for a family that matches nothing, which families there are)."""
+    from kvplan.catalog_query import CatalogQuery
+
     asked = query if query is not None else CatalogQuery()
     total = len(rows) if num_bundled is None else num_bundled
     cells = [

@@ -13,7 +13,7 @@ from kvplan.performance import Alternative, Comparison, DecodeStep, Perf
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes
 from kvplan.views import SCHEMA_VERSION
-from kvplan.views.estimate import resolution_line, resolution_to_dict
+from kvplan.views.provenance import resolution_line, resolution_to_dict
 from kvplan.views.table import Column, table
 
 

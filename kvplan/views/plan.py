@@ -223,7 +223,7 @@ def _titled(columns: Any, rows: Any, title: str) -> Table:
 def plan_result_to_dict(result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec) -> dict[str, Any]:
     """``kvplan plan --format json``: the planner's document, or the engine's."""
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
-    from kvplan.views.estimate import resolution_to_dict
+    from kvplan.views.provenance import resolution_to_dict
 
     match result:
         case VllmPlan():
@@ -240,7 +240,7 @@ def plan_result_view(
 ) -> list[RenderableType]:
     """The ``kvplan plan`` view: the planner's, or the engine's."""
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
-    from kvplan.views.estimate import resolution_line
+    from kvplan.views.provenance import resolution_line
 
     match result:
         case VllmPlan():
