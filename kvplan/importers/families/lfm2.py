@@ -19,7 +19,7 @@ FAMILY = "lfm2"
 _KINDS = {"conv": "short_conv", "full_attention": "full_attention"}
 
 
-def _layers_lfm2(r: Reading, n: int) -> None:
+def layers_lfm2(r: Reading, n: int) -> None:
     given = r.config.get("layer_types")
     if isinstance(given, list) and given:
         unknown = next((k for k in given if k not in _KINDS), None)
@@ -40,7 +40,7 @@ def _layers_lfm2(r: Reading, n: int) -> None:
     r.notes.append("layer_types from full_attn_idxs (the rest short_conv)")
 
 
-def _conv_state(r: Reading) -> None:
+def conv_state(r: Reading) -> None:
     r.spec["conv_L_cache"] = r.get("conv_L_cache")
     channels = r.config.get("conv_dim")
     if channels is not None and channels != r.spec.get("hidden_size"):
@@ -82,8 +82,8 @@ register(
     FAMILY,
     "lfm2",
     Rule(
-        layers=_layers_lfm2,
-        state=_conv_state,
+        layers=layers_lfm2,
+        state=conv_state,
         defaults={"conv_L_cache": 3, "tie_word_embeddings": True, "block_multiple_of": 256},
         default_dtype="bfloat16",
         parameters=_count_lfm2,
