@@ -332,7 +332,7 @@ def _vllm_flags(text: str, line: str) -> dict[str, Any]:
     """vLLM's cache flags as the log prints them (from 0.32: prefix caching in the engine
     config line; async scheduling among the non-default arguments, else off on the CPU
     build); absent ones keep the line's defaults."""
-    if line not in ("0.32",):
+    if line not in ("0.27", "0.28", "0.29", "0.32"):
         return {}
     flags: dict[str, Any] = {}
     prefix = _find(r"enable_prefix_caching=(True|False)", text) or _find(
@@ -415,12 +415,12 @@ def _vllm_blocks_rule(
 
 def _vllm_figures_from_blocks(text: str, result: VllmResult, blocks: int, path: str) -> list[Row]:
     """The printed token capacity and concurrency, which follow from the block count alone."""
-    from kvplan.engines.vllm_versions import HOLDS_NULL_BLOCK
+    from kvplan.engines.vllm_versions import TOKENS_FROM_CONCURRENCY
 
     tokens_text = _find(r"KV cache size: ([\d,]+) tokens", text)
     conc_text = _find(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
     rows = []
-    if result.config.version in HOLDS_NULL_BLOCK:  # int(concurrency x max_model_len)
+    if result.config.version in TOKENS_FROM_CONCURRENCY:  # int(concurrency x max_model_len)
         tokens = blocks * result.config.max_model_len // result.blocks_per_request
     else:
         tokens = blocks // result.num_groups * result.block_size

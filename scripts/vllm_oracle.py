@@ -235,7 +235,12 @@ _PRINTED = (
     r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x",
     r"estimated maximum model length is (\d+)",
     r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)",
+    r"Mamba cache mode is set to '(\w+)'",
 )
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def main() -> int:
@@ -254,13 +259,16 @@ def main() -> int:
     for case in CASES:
         if args.only and case["name"] not in args.only:
             continue
-        child = subprocess.run(
-            [sys.executable, __file__, "--out", args.out, "--case", str(case["name"])],
-            capture_output=True,
-            text=True,
-            timeout=args.timeout,
-        )
-        log = child.stdout + child.stderr
+        try:
+            child = subprocess.run(
+                [sys.executable, __file__, "--out", args.out, "--case", str(case["name"])],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            log = child.stdout + child.stderr
+        except subprocess.TimeoutExpired as late:  # recorded as a failed run, not a refusal
+            log = _text(late.stdout) + _text(late.stderr) + f"\ntimed out after {args.timeout} s"
         if args.logs:
             Path(args.logs).mkdir(parents=True, exist_ok=True)
             (Path(args.logs) / f"{case['name']}.log").write_text(log, encoding="utf-8")

@@ -418,8 +418,8 @@ def test_unknown_version() -> None:
         ("0.32.0", "0.32", False),
         ("v0.32.1", "0.32", False),
         ("0.40.0", "0.32", True),  # newer than all the lines: the newest, said so
-        ("0.25.0", "0.19", True),  # between 0.19 and 0.32: the nearer, said so
-        ("0.27.0", "0.32", True),
+        ("0.25.0", "0.25", False),  # its own line since the 0.25 rules were read
+        ("0.27.0", "0.27", False),
         ("0.7.3", "0.8", True),
     ],
 )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import kvplan
-from kvplan.engines import vllm
+from kvplan.engines import vllm, vllm_versions
 
 #: the recording kept in the repository, or a live run's (.ci/run sets KVPLAN_VLLM_ORACLE)
 RECORDING = Path(
@@ -44,14 +44,14 @@ def _model(case: dict[str, Any], tmp: Path) -> kvplan.ModelSpec:
     return kvplan.load_model(path)
 
 
-def _kvplan(case: dict[str, Any], tmp: Path) -> vllm.VllmResult:
+def _kvplan(case: dict[str, Any], tmp: Path, line: str = "0.32") -> vllm.VllmResult:
     # the CPU build runs without async scheduling, and prefix caching is what the case asked
     cfg = vllm.config(
         int(case["max_model_len"]),
         block_size=int(case["block_size"]),
         max_num_batched_tokens=int(case.get("max_num_batched_tokens", case["max_model_len"])),
         max_num_seqs=8,
-        version="0.32",
+        version=line,
         mamba_ssm_cache_dtype=case.get("mamba_ssm_cache_dtype"),
         enable_prefix_caching=bool(case.get("prefix_caching", False)),
         async_scheduling=bool(case.get("async_scheduling", False)),
@@ -162,3 +162,140 @@ def test_json_block_size_is_the_one_the_engine_uses() -> None:
     doc = json_module.loads(CliRunner().invoke(app, [*args, "-f", "json"]).stdout)
     assert doc["block_size"] == attention["block_size"] == 1152
     assert doc["requested_block_size"] == 128
+
+
+# --- the other releases recorded by the same script, each against its release line -------------
+
+#: every recording but 0.32.0's, with the line its release maps to
+OTHER_RECORDINGS = sorted(
+    p for p in (Path(__file__).parent / "data").glob("vllm_oracle_*.json") if p != RECORDING
+)
+OTHER_CASES: list[tuple[str, dict[str, Any]]] = [
+    (vllm.resolve_version(case["vllm_version"]).line, case)
+    for path in OTHER_RECORDINGS
+    for case in json.loads(path.read_text(encoding="utf-8"))
+]
+
+
+def _other(refused: bool) -> list[Any]:
+    """The other recordings' cases that fit (or, ``refused``, that vLLM refused), each with its
+    line, named by release and case."""
+    return [
+        pytest.param(line, case, id=f"{case['vllm_version']}-{case['name']}")
+        for line, case in OTHER_CASES
+        if ("error" in case) is refused
+    ]
+
+
+def _all_mode(case: dict[str, Any]) -> bool:
+    """vLLM put the state in the all mode (0.26-0.27 with prefix caching), which kvplan refuses."""
+    return "Mamba cache mode is set to 'all'" in case["printed"]
+
+
+def _not_run(case: dict[str, Any]) -> None:
+    """A case the release's CPU build could not run at all (0.27.1: MLA), not a refusal."""
+    if "error" in case and "To serve at least one request" not in case["error"]:
+        pytest.skip(f"vLLM {case['vllm_version']}'s CPU build: {case['error'][:80]}")
+
+
+def test_other_recordings_are_a_release_each_and_cover_the_kinds() -> None:
+    for path in OTHER_RECORDINGS:
+        cases = json.loads(path.read_text(encoding="utf-8"))
+        version = path.stem.removeprefix("vllm_oracle_")
+        assert {c["vllm_version"] for c in cases} == {version}
+        assert len(cases) >= 20
+        assert any("error" in c for c in cases)
+
+
+@pytest.mark.parametrize(("line", "case"), _other(refused=False))
+def test_other_releases_blocks_groups_and_printed_lines(
+    line: str, case: dict[str, Any], tmp_path: Path
+) -> None:
+    if case.get("cpu_avx512_bf16") and case["fixture"] == "qwen3-next-80b-a3b":
+        pytest.skip("this CPU's accelerated gated-delta-net kernel keeps the state in float32")
+    if _all_mode(case):
+        # Mamba prefix caching's all mode: a state block per block_size tokens, refused
+        with pytest.raises(kvplan.KvplanError, match="all mode"):
+            _kvplan(case, tmp_path, line)
+        return
+    ours = _kvplan(case, tmp_path, line)
+    assert ours.num_gpu_blocks == case["num_blocks"]
+    groups = case["groups"]
+    assert ours.num_groups == len(groups)
+    assert {g["page_size_bytes"] for g in groups} == {ours.page_bytes}
+    assert max(g["num_layers"] for g in groups) == ours.group_size
+    (concurrency,) = _printed(case, r"tokens per request: ([\d.]+)x")
+    assert f"{float(ours.max_concurrency):.2f}" == concurrency
+    (tokens,) = _printed(case, r"KV cache size: ([\d,]+) tokens")
+    assert f"{ours.gpu_kv_cache_tokens:,}" == tokens
+
+
+@pytest.mark.parametrize(("line", "case"), _other(refused=True))
+def test_other_releases_refusals(line: str, case: dict[str, Any], tmp_path: Path) -> None:
+    _not_run(case)
+    if _all_mode(case):
+        with pytest.raises(kvplan.KvplanError, match="all mode"):
+            _kvplan(case, tmp_path, line)
+        return
+    ours = _kvplan(case, tmp_path, line)
+    assert "To serve at least one request" in case["error"]
+    assert ours.fit_blocks < ours.blocks_per_request
+    estimate = _printed(case, r"estimated maximum model length is (\d+)") or ["0"]
+    assert vllm.estimated_max_model_len(ours) == int(estimate[0])
+    printed = re.search(r"\(([\d.]+) GiB KV cache is needed.*?memory \(([\d.]+) GiB", case["error"])
+    assert printed is not None
+    block_bytes = ours.page_bytes * ours.group_size
+    assert round(ours.blocks_per_request * block_bytes / 2**30, 2) == float(printed.group(1))
+    # the null block is held back from v0.29.0 only
+    held = block_bytes if line in vllm_versions.HOLDS_NULL_BLOCK else 0
+    assert round((int(case["kv_bytes"]) - held) / 2**30, 2) == float(printed.group(2))
+
+
+@pytest.mark.parametrize(
+    ("release", "line"),
+    [
+        # every release vLLM's CPU build has on the registry, 0.8.5 to 0.32.0, and the
+        # boundaries each rule change sets (kvplan.engines.vllm_versions.RULES)
+        *[(v, "0.8") for v in ("0.8.0", "0.8.5", "0.8.5.post2", "0.9.0", "0.9.0.1")],
+        *[(v, "0.19") for v in ("0.9.1", "0.9.2", "0.10.1.1", "0.12.0.post2", "0.19.1")],
+        *[(v, "0.24") for v in ("0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0")],
+        *[(v, "0.25") for v in ("0.25.0", "0.25.1")],
+        *[(v, "0.27") for v in ("0.26.0", "0.27.0", "0.27.1")],
+        ("0.28.0", "0.28"),
+        ("0.29.0", "0.29"),
+        *[(v, "0.32") for v in ("0.30.0", "0.31.0", "0.32.0", "v0.32.1", "0.32.0+cpu")],
+    ],
+)
+def test_every_release_maps_to_its_line_without_a_note(release: str, line: str) -> None:
+    choice = vllm.resolve_version(release)
+    assert (choice.line, choice.note) == (line, "")
+
+
+def test_each_rule_change_names_its_release_and_file() -> None:
+    lines = {line: vllm.resolve_version(line).line for line in vllm.VERSIONS}
+    assert lines == {line: line for line in vllm.VERSIONS}  # a line's name is its own release
+    for release, source, _ in vllm_versions.RULES:
+        assert vllm.resolve_version(release).note == ""
+        assert all(part.startswith("vllm/") for part in source.split(", "))
+    # each tuple of lines starts at the release of its rule and runs to the newest line
+    first = {what: vllm.resolve_version(release).line for release, _, what in vllm_versions.RULES}
+    newest = vllm.VERSIONS.index
+    for tuple_, words in (
+        (vllm_versions.TOKENS_FROM_CONCURRENCY, "printed KV cache size"),
+        (vllm_versions.ONE_LOG_LINE, "printed on one line"),
+        (vllm_versions.HOLDS_NULL_BLOCK, "null block"),
+    ):
+        (start,) = [line for what, line in first.items() if words in what]
+        assert tuple_ == vllm.VERSIONS[newest(start) :]
+    # sliding layers on the kernel's block: from v0.25.0 until v0.30.0 gave --block-size back
+    (start, end) = [line for what, line in first.items() if "sliding-window layers take" in what]
+    assert vllm.VERSIONS[newest(start) : newest(end)] == vllm_versions.SLIDING_KERNEL_BLOCK
+
+
+def test_the_rules_table_in_the_docs_is_the_modules() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "engines.md").read_text(encoding="utf-8")
+    for release, source, _ in vllm_versions.RULES:
+        assert any(
+            line.startswith(f"| v{release} |") and f"`{source.split(', ')[0]}`" in line
+            for line in text.splitlines()
+        ), (release, source)

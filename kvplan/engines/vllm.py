@@ -41,7 +41,7 @@ from kvplan.engines.vllm_layout import (  # re-exported: callers read them from 
 )
 from kvplan.engines.vllm_layout import PER_TOKEN_HEAD as PER_TOKEN_HEAD
 from kvplan.engines.vllm_layout import PageSpec as PageSpec
-from kvplan.engines.vllm_layout import _align_to_state_pages, part_owners
+from kvplan.engines.vllm_layout import align_to_state_pages, part_owners
 from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
@@ -51,6 +51,10 @@ from kvplan.engines.vllm_versions import (  # the release lines, re-exported for
 from kvplan.engines.vllm_versions import (
     FLOAT32_SSM_STATE,
     HOLDS_NULL_BLOCK,
+    KERNEL_BLOCK_TOKENS,
+    ONE_LOG_LINE,
+    SLIDING_KERNEL_BLOCK,
+    TOKENS_FROM_CONCURRENCY,
 )
 from kvplan.engines.vllm_versions import VERSIONS as VERSIONS
 from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
@@ -163,9 +167,9 @@ class VllmResult:
             f" {float(self.max_concurrency):.2f}x"
         )
         available = f"Available KV cache memory: {self.available_bytes / GiB:.2f} GiB"
-        if self.config.version not in HOLDS_NULL_BLOCK:
+        if self.config.version not in ONE_LOG_LINE:
             return (available, size, concurrency)
-        lines = [available]  # 0.32 prints the pool and the concurrency on one line
+        lines = [available]  # from 0.28: the pool and the concurrency on one line
         override = self.config.num_gpu_blocks_override
         if override is not None:
             computed = min(s.num_blocks for s in self.stages)
@@ -295,7 +299,7 @@ def layout(
     cache_format = cfg.kv_cache_dtype or model_dtype.name
     state_dtype = resolve_dtype(_ssm_cache_dtype(spec, cfg) or model_dtype.name)
     tp = cfg.tensor_parallel_size
-    layer_specs = _align_to_state_pages(
+    layer_specs = align_to_state_pages(
         [
             part
             for layer in spec.layers
@@ -311,6 +315,13 @@ def layout(
         layer_specs = [
             None if s is None else replace(s, kind="mla" if s.kind == "mla" else "full", window=0)
             for s in layer_specs
+        ]
+    cached = [s for s in layer_specs if s is not None]
+    if cfg.version in SLIDING_KERNEL_BLOCK and cached and all(s.kind == "sliding" for s in cached):
+        # v0.25-v0.29: a model whose every layer slides keeps the attention backend's smallest
+        # kernel block, whatever --block-size says (Mistral 7B v0.1 at 128 ran on 16 in 0.27.1)
+        layer_specs = [
+            None if s is None else replace(s, block_size=KERNEL_BLOCK_TOKENS) for s in layer_specs
         ]
     flags = settings(spec, cfg)
     mamba2 = spec.mamba_n_heads is not None
@@ -382,7 +393,7 @@ def _result(
         concurrency = Fraction(tokens, cfg.max_model_len)
     else:
         concurrency = Fraction(num_blocks, per_request)
-        if cfg.version in HOLDS_NULL_BLOCK:
+        if cfg.version in TOKENS_FROM_CONCURRENCY:
             tokens = num_blocks * cfg.max_model_len // per_request  # int(concurrency x length)
         else:
             tokens = num_blocks // len(groups) * block_size

@@ -20,10 +20,17 @@ Read from vLLM v0.32's source:
   the pool is that many blocks on every worker, whatever memory was profiled; vLLM logs
   ``Overriding num_gpu_blocks=N with num_gpu_blocks_override=M`` and plans against it.
 
-The 0.19 line takes ``--enable-prefix-caching`` and ``--num-gpu-blocks-override`` with the
-rules above except the align mode (prefix caching on a model with recurrent state is refused
-there); ``--async-scheduling`` and ``--mamba-cache-mode`` are modelled from 0.32 only. The 0.8
-line takes ``--num-gpu-blocks-override`` and ``--enable-prefix-caching`` (no recurrent state).
+When each rule arrived (read from each release's source; kvplan/engines/vllm_versions.py
+``RULES``): hybrids take prefix caching by default from v0.26.0 (vllm/config/model.py; off
+before); sliding and chunked layers reserve for the batches in flight from v0.26.0; before
+v0.28.0 prefix caching put the models that have Mamba prefix caching (``ALL_MODE_MODELS``) in
+the *all* mode, a state block per ``block_size`` tokens, which kvplan does not model (refused,
+with the way out), and the others in the align mode; the Mamba2 prefill checkpoint block
+arrived in v0.29.0. The 0.19 to 0.25 lines take ``--enable-prefix-caching`` and
+``--num-gpu-blocks-override`` (prefix caching on a model with recurrent state is refused
+there); ``--async-scheduling`` is modelled from the 0.27 line and ``--mamba-cache-mode`` from
+the 0.28 line. The 0.8 line takes ``--num-gpu-blocks-override`` and ``--enable-prefix-caching``
+(no recurrent state).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvplan.engines.vllm_versions import VERSIONS
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -40,18 +48,36 @@ if TYPE_CHECKING:
 
 #: the lines that model each flag
 FLAG_LINES = {
-    "--enable-prefix-caching": ("0.8", "0.19", "0.32"),
-    "--async-scheduling": ("0.32",),
-    "--mamba-cache-mode": ("0.32",),
-    "--num-gpu-blocks-override": ("0.8", "0.19", "0.32"),
+    "--enable-prefix-caching": VERSIONS,
+    "--async-scheduling": ("0.27", "0.28", "0.29", "0.32"),
+    "--mamba-cache-mode": ("0.28", "0.29", "0.32"),
+    "--num-gpu-blocks-override": VERSIONS,
 }
 MAMBA_CACHE_MODES = ("none", "align")
-#: lines whose prefix caching puts recurrent state in the align mode
-ALIGN_MODE_LINES = ("0.32",)
-#: lines where async scheduling is on unless turned off (vLLM on a GPU)
-ASYNC_BY_DEFAULT = ("0.32",)
-#: lines whose sliding and chunked layers reserve for the batches in flight
-IN_FLIGHT_LINES = ("0.32",)
+#: lines whose prefix caching puts recurrent state in the align mode (v0.26.0 on; on the 0.27
+#: line only for models outside ALL_MODE_MODELS)
+ALIGN_MODE_LINES = ("0.27", "0.28", "0.29", "0.32")
+#: lines where prefix caching is on by default for hybrids too (v0.26.0)
+HYBRID_PREFIX_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32")
+#: lines whose prefix caching puts the models that implement Mamba prefix caching in the all
+#: mode (v0.26.0-v0.27.x; vllm/model_executor/models/config.py, MambaModelConfig), and those
+#: models' types (the SupportsMambaPrefixCaching classes of vllm/model_executor/models)
+ALL_MODE_LINES = ("0.27",)
+ALL_MODE_MODELS = (
+    "falcon_h1",
+    "granitemoehybrid",
+    "jamba",
+    "mamba",
+    "mamba2",
+    "nemotron_h",
+    "zamba2",
+)
+#: lines whose Mamba2 layers hold a prefill checkpoint block in the align mode (v0.29.0)
+CHECKPOINT_BLOCK_LINES = ("0.29", "0.32")
+#: lines where async scheduling is on unless turned off (vLLM on a GPU), and where it matters
+ASYNC_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32")
+#: lines whose sliding and chunked layers reserve for the batches in flight (v0.26.0)
+IN_FLIGHT_LINES = ("0.27", "0.28", "0.29", "0.32")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,18 +86,20 @@ class Settings:
 
     ``mamba_cache_mode``: None for a model without recurrent state. ``state_blocks``: blocks a
     request holds per recurrent-state group. ``in_flight_tokens``: the tokens sliding and
-    chunked layers reserve beyond their window.
+    chunked layers reserve beyond their window. ``checkpoint_block``: Mamba2 layers in the
+    align mode hold a prefill checkpoint block too.
     """
 
     enable_prefix_caching: bool
     async_scheduling: bool
     mamba_cache_mode: str | None
     in_flight_tokens: int
+    checkpoint_block: bool = True
 
     def state_blocks(self, mamba2: bool) -> int:
         if self.mamba_cache_mode != "align":
             return 1
-        return 3 if mamba2 else 2
+        return 3 if mamba2 and self.checkpoint_block else 2
 
 
 def check_flags(cfg: VllmConfig) -> None:
@@ -103,11 +131,21 @@ def check_flags(cfg: VllmConfig) -> None:
 def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     """The settings ``cfg`` resolves to for ``spec`` (``recurrent``: it keeps a state)."""
     check_flags(cfg)
-    prefix = cfg.enable_prefix_caching if cfg.enable_prefix_caching is not None else True
-    if recurrent and prefix and cfg.enable_prefix_caching and cfg.version not in ALIGN_MODE_LINES:
+    prefix = cfg.enable_prefix_caching
+    if prefix is None:
+        prefix = not recurrent or cfg.version in HYBRID_PREFIX_BY_DEFAULT
+    if recurrent and prefix and cfg.version not in ALIGN_MODE_LINES:
         raise UnitError(
             f"--enable-prefix-caching on {spec.name} (recurrent state): its align mode is"
-            f" modelled from vLLM 0.32, not for the {cfg.version} line"
+            f" modelled from vLLM 0.32 back to 0.26, not for the {cfg.version} line"
+        )
+    all_mode = cfg.version in ALL_MODE_LINES and spec.model_type in ALL_MODE_MODELS
+    if recurrent and prefix and all_mode:
+        given = "--enable-prefix-caching" if cfg.enable_prefix_caching else "prefix caching"
+        raise UnitError(
+            f"{given} on {spec.name}: vLLM {cfg.version} keeps its state in the all mode"
+            " (a block per block_size tokens), not modelled; pass"
+            " --no-enable-prefix-caching, or use the 0.28 line"
         )
     mode = None
     if recurrent:
@@ -120,7 +158,8 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     batches = 1
     if cfg.version in IN_FLIGHT_LINES:
         batches = (2 if pp == 1 else pp + 1) if async_on else pp
-    return Settings(prefix, async_on, mode, cfg.max_num_batched_tokens * batches)
+    checkpoint = cfg.version in CHECKPOINT_BLOCK_LINES
+    return Settings(prefix, async_on, mode, cfg.max_num_batched_tokens * batches, checkpoint)
 
 
 def refuse_other_engine(engine: str, flags: Mapping[str, object]) -> None:

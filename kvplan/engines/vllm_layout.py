@@ -158,7 +158,7 @@ def part_owners(layers: Sequence[LayerCache]) -> list[int]:
     ]
 
 
-def _align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
+def align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
     """Hybrids with recurrent state: vLLM raises the attention block size until one attention
     page holds at least one state page, then pads the state page to the attention page, so
     every page in the shared pool has one size. Qwen3-Next (bf16): an attention token is

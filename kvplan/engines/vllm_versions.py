@@ -7,6 +7,7 @@ line covers. The rules themselves are in kvplan/engines/vllm.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -16,31 +17,116 @@ __all__ = [
     "DEFAULT_VERSION",
     "FLOAT32_SSM_STATE",
     "HOLDS_NULL_BLOCK",
+    "KERNEL_BLOCK_TOKENS",
+    "ONE_LOG_LINE",
+    "RULES",
+    "SLIDING_KERNEL_BLOCK",
+    "TOKENS_FROM_CONCURRENCY",
     "VERSIONS",
     "VersionChoice",
     "resolve_version",
 ]
 
-#: ``0.8``: the first V1 releases (v0.8-v0.9.0): one KV cache group, sliding and chunked layers
-#: kept as full attention, ``GPU KV cache size = num_blocks x block_size`` and concurrency
-#: ``tokens / max_model_len``. ``0.19``: the hybrid manager (v0.9.1-v0.19), as described above.
-#: ``0.32``: v0.32's KV-cache manager, measured against the real engine (its CPU build,
-#: tests/data/vllm_oracle_0.32.0.json): the 0.19 layout, plus (vllm/v1/core/kv_cache_utils.py)
-#: the printed ``KV cache size`` is ``int(concurrency x max_model_len)`` tokens, and one block
-#: (the block pool's null block) is held back before deciding whether a request fits and when
-#: estimating the longest that does. Its memory budget (CUDA-graph profiling) is not modelled
-#: yet: it stays 0.19's, so give ``--kv-cache-memory`` for exact figures.
-VERSIONS = ("0.8", "0.19", "0.32")
+#: A line is named after the newest release it covers. ``0.8``: the first V1 releases
+#: (v0.8-v0.9.0): one KV cache group, sliding and chunked layers kept as full attention,
+#: ``GPU KV cache size = num_blocks x block_size`` and concurrency ``tokens / max_model_len``.
+#: ``0.19``: the hybrid manager (v0.9.1-v0.19.x). ``0.24`` to ``0.32``: the same layout with
+#: the rule changes in ``RULES``, each read from that release's source and dated to the first
+#: release that has it; 0.27.1 and 0.32.0 are also measured against the
+#: real engine (its CPU build; tests/data/vllm_oracle_<version>.json). Their memory budget
+#: (CUDA-graph profiling) is not modelled yet: it stays 0.19's, so give ``--kv-cache-memory``
+#: for exact figures.
+VERSIONS = ("0.8", "0.19", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 DEFAULT_VERSION = "0.19"
-#: lines whose fit check holds the null block back
-HOLDS_NULL_BLOCK = ("0.32",)
+
+#: Each rule change after v0.19: the first release that has it, the file of vLLM's source it
+#: was read from, and what changed. The line tuples below follow from these releases.
+RULES = (
+    (
+        "0.20.0",
+        "vllm/v1/core/kv_cache_utils.py",
+        "the printed KV cache size is int(max concurrency x max_model_len) tokens, not"
+        " num_blocks // groups x block_size",
+    ),
+    (
+        "0.20.0",
+        "vllm/model_executor/models/config.py",
+        "Nemotron-H keeps its SSM state in float32 when --mamba-ssm-cache-dtype is auto and"
+        " the config names none (float16 before)",
+    ),
+    (
+        "0.25.0",
+        "vllm/model_executor/layers/attention/attention.py",
+        "sliding-window layers take the attention backend's smallest kernel block (16 tokens"
+        " for FlashAttention and the CPU backend), scaled up to the other layers' page when"
+        " there are any: a model whose layers all slide keeps 16-token blocks",
+    ),
+    (
+        "0.26.0",
+        "vllm/config/model.py",
+        "generating hybrids (Mamba, gated delta net) take prefix caching by default",
+    ),
+    (
+        "0.26.0",
+        "vllm/config/vllm.py, vllm/v1/kv_cache_interface.py",
+        "sliding and chunked layers reserve max_num_batched_tokens x the batches in flight"
+        " (2 with async scheduling, the GPU default) beyond the window",
+    ),
+    (
+        "0.28.0",
+        "vllm/model_executor/models/config.py",
+        "prefix caching puts recurrent state in the align mode (2 blocks a request) for"
+        " every model; before, models with Mamba prefix caching took the all mode",
+    ),
+    (
+        "0.28.0",
+        "vllm/v1/core/kv_cache_utils.py",
+        "the KV cache size and the maximum concurrency are printed on one line",
+    ),
+    (
+        "0.29.0",
+        "vllm/v1/core/kv_cache_utils.py",
+        "one block (the block pool's null block) is held back before deciding whether a"
+        " request fits and when estimating the longest that does",
+    ),
+    (
+        "0.29.0",
+        "vllm/v1/kv_cache_interface.py",
+        "Mamba2 layers in the align mode hold one more block, a prefill checkpoint",
+    ),
+    (
+        "0.30.0",
+        "vllm/model_executor/layers/attention/attention.py",
+        "sliding-window layers take --block-size again when the backend runs it",
+    ),
+)
+
+#: lines whose printed KV cache size is int(concurrency x max_model_len) (from v0.20.0)
+TOKENS_FROM_CONCURRENCY = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+#: lines that print the size and the concurrency on one line (from v0.28.0)
+ONE_LOG_LINE = ("0.28", "0.29", "0.32")
+#: lines whose fit check holds the null block back (from v0.29.0)
+HOLDS_NULL_BLOCK = ("0.29", "0.32")
+#: lines whose sliding-window layers take the backend's smallest kernel block, 16 tokens,
+#: whatever --block-size says, when no other layer's page scales them up (v0.25.0-v0.29.x)
+SLIDING_KERNEL_BLOCK = ("0.25", "0.27", "0.28", "0.29")
+#: the attention backend's smallest kernel block, in tokens, that those lines keep
+KERNEL_BLOCK_TOKENS = 16
+
+#: vLLM's four-part hotfix releases, each in the line of its first three parts
+_HOTFIXES = ("0.9.0.1", "0.10.1.1")
 
 #: The releases each modelled line covers, oldest first: (line, first, last) as (major, minor,
 #: patch). v0.9.1 brought the hybrid KV cache manager.
 _LINES = (
     ("0.8", (0, 8, 0), (0, 9, 0)),
     ("0.19", (0, 9, 1), (0, 19, 1 << 30)),
-    ("0.32", (0, 32, 0), (0, 32, 1 << 30)),
+    ("0.24", (0, 20, 0), (0, 24, 1 << 30)),
+    ("0.25", (0, 25, 0), (0, 25, 1 << 30)),
+    ("0.27", (0, 26, 0), (0, 27, 1 << 30)),
+    ("0.28", (0, 28, 0), (0, 28, 1 << 30)),
+    ("0.29", (0, 29, 0), (0, 29, 1 << 30)),
+    ("0.32", (0, 30, 0), (0, 32, 1 << 30)),
 )
 
 
@@ -61,7 +147,11 @@ def resolve_version(version: str | None) -> VersionChoice:
     if version is None:
         return VersionChoice(DEFAULT_VERSION, DEFAULT_VERSION, "")
     text = version.strip().lower().removeprefix("v")
+    # a build's local tag (0.32.0+cpu) and a re-packaging (0.12.0.post2) size nothing
+    text = re.sub(r"(\+[a-z0-9.]+|\.post\d+)$", "", text)
     parts = text.split(".")
+    if ".".join(parts) in _HOTFIXES:
+        parts = parts[:3]
     if not 2 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 6 for p in parts):
         raise UnknownEngineError(
             f"vLLM version {version[:40]!r}: write it as vLLM prints it, e.g. 0.19.1 or v0.32.0;"
@@ -104,7 +194,8 @@ def _span(line: str) -> str:
     return line  # pragma: no cover - every line is in _LINES
 
 
-#: model types whose SSM state 0.32 keeps in float32 when --mamba-ssm-cache-dtype is auto
-#: (vllm/model_executor/models/config.py: NemotronH takes the config's mamba_ssm_cache_dtype,
-#: else float32); measured: Nemotron-H 8B's state page needs 1,152-token attention blocks
-FLOAT32_SSM_STATE = {"0.32": ("nemotron_h",)}
+#: model types whose SSM state a line keeps in float32 when --mamba-ssm-cache-dtype is auto
+#: (vllm/model_executor/models/config.py, from v0.20.0: NemotronH takes the config's
+#: mamba_ssm_cache_dtype, else float32; float16 before, the same size as bfloat16);
+#: measured on 0.32: Nemotron-H 8B's state page needs 1,152-token attention blocks
+FLOAT32_SSM_STATE = dict.fromkeys(VERSIONS[2:], ("nemotron_h",))
