@@ -30,8 +30,9 @@ SOURCE_KEYS: dict[str, tuple[str, ...]] = {
     "FLOPs": ("bf16_flops", "fp8_flops"),
     "BF16": ("bf16_flops",),
     "FP8": ("fp8_flops",),
+    "FP4": ("fp4_flops",),
 }
-_FIGURES = ("memory_bytes", "bandwidth_bytes_per_s", "bf16_flops", "fp8_flops")
+_FIGURES = ("memory_bytes", "bandwidth_bytes_per_s", "bf16_flops", "fp8_flops", "fp4_flops")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,7 @@ class GPU:
     aliases: tuple[str, ...] = ()
     unified_memory: bool = False
     driver_names: tuple[str, ...] = ()
+    fp4_flops: int | None = None  # dense fp4 tensor peak (Blackwell, MI355X); None without
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +231,7 @@ def _to_gpu(entry: Any) -> GPU:
         aliases=entry.aliases,
         unified_memory=entry.unified_memory,
         driver_names=tuple(entry.driver_names),
+        fp4_flops=entry.fp4_flops,
     )
 
 
@@ -314,6 +317,7 @@ def _file_model() -> tuple[Any, frozenset[str]]:
         bandwidth_bytes_per_s: positive
         bf16_flops: positive
         fp8_flops: positive | None
+        fp4_flops: positive | None = None
         unified_memory: StrictBool = False
         driver_names: Annotated[dict[str, text], AfterValidator(_check_driver_names)] = {}
         sources: dict[str, text]

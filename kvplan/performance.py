@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.dtypes import cache_dtypes
 from kvplan.errors import UnitError
@@ -39,12 +40,18 @@ from kvplan.roofline import (
     DecodeStep,
     Perf,
     Prefill,
+    RankModel,
+    ReplicaStep,
     decode_step,
+    matmul_peak,
     prefill_bound,
     rank_model,
 )
 from kvplan.spec import ModelSpec
 from kvplan.units import parse_tokens
+
+if TYPE_CHECKING:
+    from kvplan.systems import System
 
 __all__ = [
     "DEFAULT_BANDWIDTH_EFFICIENCY",
@@ -55,6 +62,7 @@ __all__ = [
     "DecodeStep",
     "Perf",
     "Prefill",
+    "ReplicaStep",
     "alternatives",
     "compare",
     "decode_step",
@@ -153,16 +161,20 @@ def _engine(engine: object) -> str:
 ENGINES = ("ideal", "vllm")
 
 
-def not_modelled(spec: ModelSpec | str, tensor_parallel_size: int = 1) -> tuple[str, ...]:
-    """What the bounds leave out for this deployment, one phrase each; the deployment's own
-    omissions (tensor-parallel traffic, MoE routing) first."""
+def not_modelled(
+    spec: ModelSpec | str, tensor_parallel_size: int = 1, precision: str = "bf16"
+) -> tuple[str, ...]:
+    """What the per-rank bounds leave out for this deployment, one phrase each; the
+    deployment's own omissions (tensor-parallel traffic, MoE routing) first. ``precision``:
+    the tensor-core peak the FLOPs run at (``kvplan.roofline.matmul_peak``)."""
     spec = _spec(spec)
     tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
     found = []
     if tp > 1:
         found.append(
             f"tensor-parallel communication: the all-reduces of each layer across {tp} ranks"
-            " (ranks are taken to split bytes and FLOPs evenly and to run in step)"
+            " (ranks are taken to split bytes and FLOPs evenly and to run in step; the"
+            " replica line adds them from the system's links)"
         )
     total = spec.num_parameters or 0
     if (spec.num_active_parameters or total) < total:
@@ -176,7 +188,8 @@ def not_modelled(spec: ModelSpec | str, tensor_parallel_size: int = 1) -> tuple[
         "speculative decoding (one token per sequence a step)",
         "prefill and decode sharing a step (continuous batching, chunked prefill)",
         "activation traffic, norms, softmax and sampling; kernel launches and scheduler time",
-        "faster low-precision tensor cores and dequantization (FLOPs run at the dense bf16 peak)",
+        f"dequantization and mixed-precision kernels (FLOPs run at the dense {precision} peak"
+        " the weights allow)",
     ]
     return tuple(found)
 
@@ -207,6 +220,9 @@ def perf(
     max_concurrency: int | None = None,
     curve: Sequence[int] | None = None,
     engine: str = "ideal",
+    pipeline_parallel_size: int = 1,
+    expert_parallel_size: int = 1,
+    system: System | str | None = None,
 ) -> Perf:
     """Decode bounds at ``concurrency`` sequences of ``context_tokens``, the prefill bound of a
     ``prompt_tokens`` prompt (default: the context), and the decode curve over ``curve`` batch
@@ -215,6 +231,12 @@ def perf(
     ``engine`` (``ideal`` or ``vllm``) decides the dtype the model and its cache are served in
     (``kvplan.dtypes.cache_dtypes``); ``dtype`` is its ``--dtype``. Raises ``UnitError`` for an
     argument that cannot be used, ``SpecError`` for a spec without ``num_parameters``.
+
+    ``replica`` is the decode round of ``concurrency`` requests on ``tensor_parallel_size x
+    pipeline_parallel_size`` GPUs (with ``expert_parallel_size`` > 1: ``concurrency`` on each
+    data-parallel rank, its experts split over that many GPUs), the communication per step
+    added over ``system``'s links (a name, a ``System``, or by default the first catalog
+    system of the GPU).
     """
     spec, gpu = _spec(spec), _gpu(gpu)
     tokens = _tokens("context_tokens", context_tokens)
@@ -232,21 +254,96 @@ def perf(
         sizes = [_count("curve batch size", b, 1) for b in curve]
     else:
         sizes = _ladder(max(concurrency, fit or 1))
+    pp = _count("pipeline_parallel_size", pipeline_parallel_size, 1)
+    ep = _count("expert_parallel_size", expert_parallel_size, 1)
     m = rank_model(spec, tp, kv_cache_dtype, dtype, quantization, engine)
+    if ep > 1:
+        m = _expert_parallel(spec, m, tp, pp, ep, quantization)
+    linked = _system(system, gpu, max(tp, ep) * pp)
+    decode = decode_step(m, gpu, concurrency, tokens, bw, ce)
+    precision, peak = matmul_peak(gpu, m.weights_format)
     return Perf(
         model=spec.name,
         gpu=gpu,
         tensor_parallel_size=tp,
         kv_dtype=m.dtypes.kv_dtype,
-        decode=decode_step(m, gpu, concurrency, tokens, bw, ce),
+        decode=decode,
         prefill=prefill_bound(m, gpu, prompt, ce),
         curve=tuple(decode_step(m, gpu, b, tokens, bw, ce) for b in sizes),
         max_concurrency=fit,
         model_dtype=m.dtypes.model.name,
         kv_dtype_reason=m.dtypes.reason,
         engine=engine,
-        not_modelled=not_modelled(spec, tp),
+        not_modelled=not_modelled(spec, tp, precision),
+        pipeline_parallel_size=pp,
+        expert_parallel_size=ep,
+        system=None if linked is None else linked.name,
+        matmul_precision=precision,
+        matmul_peak_flops=peak,
+        replica=_replica(spec, decode, linked, tp, pp, ep),
+        leaves_out=_leaves_out(linked, max(tp, ep) * pp),
     )
+
+
+def _system(given: System | str | None, gpu: GPU, num_gpus: int) -> System | None:
+    """The system whose links carry the communication: as given, or for more than one GPU
+    the first catalog system of ``gpu`` (None: communication not estimated)."""
+    from kvplan.systems import find_system, system_for_gpu
+
+    if isinstance(given, str):
+        return find_system(given)
+    if given is not None:
+        return given
+    return system_for_gpu(gpu) if num_gpus > 1 else None
+
+
+def _expert_parallel(
+    spec: ModelSpec, m: RankModel, tp: int, pp: int, ep: int, quantization: str | None
+) -> RankModel:
+    """One data-parallel rank holding the weights whole but 1/ep of the routed experts, as
+    the planner sizes it (``kvplan.planner.pool.routed_expert_bytes``)."""
+    from kvplan.planner.pool import routed_expert_bytes
+    from kvplan.planner.throughput import expert_parallel_rank
+    from kvplan.weights import model_weights
+
+    if tp > 1 or pp > 1:
+        raise UnitError(
+            "expert_parallel_size is modelled with data-parallel attention: tensor and"
+            " pipeline parallel size 1"
+        )
+    weights = model_weights(spec, m.dtypes.model.name, quantization)
+    experts = routed_expert_bytes(spec, weights)
+    if not experts:
+        raise UnitError(f"expert_parallel_size {ep}: {spec.name} has no routed experts to split")
+    return expert_parallel_rank(m, weights.total_bytes - experts + -(-experts // ep))
+
+
+def _replica(
+    spec: ModelSpec, step: DecodeStep, system: System | None, tp: int, pp: int, ep: int
+) -> ReplicaStep:
+    from kvplan.planner.throughput import communication, round_seconds
+
+    c = communication(spec, system, step.batch_size, tp, pp, ep)
+    return ReplicaStep(
+        batch_size=step.batch_size,
+        gpus_per_batch=1 if ep > 1 else tp * pp,
+        compute_bound_seconds=round_seconds(step, pp, estimated=False),
+        compute_estimate_seconds=round_seconds(step, pp, estimated=True),
+        tensor_parallel_seconds=c.tensor_parallel_seconds,
+        pipeline_seconds=c.pipeline_seconds,
+        expert_parallel_seconds=c.expert_parallel_seconds,
+    )
+
+
+def _leaves_out(system: System | None, num_gpus: int) -> str:
+    """One line: what the bound with communication still leaves out."""
+    from kvplan.planner.throughput import COMMUNICATION_NOT_MODELLED
+
+    if system is None and num_gpus > 1:
+        return "no system known for this GPU: communication not estimated; " + (
+            COMMUNICATION_NOT_MODELLED
+        )
+    return COMMUNICATION_NOT_MODELLED
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,38 @@ class Prefill:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaStep:
+    """One decode round of a replica (``tp x pp`` GPUs, or one data-parallel rank with expert
+    parallelism), every request one token: the rank's roofline round plus the communication
+    per step (``kvplan.planner.throughput.communication``), added, never overlapped."""
+
+    batch_size: int  # requests of one round
+    gpus_per_batch: int  # GPUs the round's requests occupy: tp x pp, or 1 with DP attention
+    compute_bound_seconds: Fraction  # pure roofline of the round (pipeline-aware)
+    compute_estimate_seconds: Fraction  # at the achieved fractions
+    tensor_parallel_seconds: Fraction
+    pipeline_seconds: Fraction
+    expert_parallel_seconds: Fraction
+
+    @property
+    def communication_seconds(self) -> Fraction:
+        return self.tensor_parallel_seconds + self.pipeline_seconds + self.expert_parallel_seconds
+
+    @property
+    def bound_seconds(self) -> Fraction:
+        return self.compute_bound_seconds + self.communication_seconds
+
+    @property
+    def estimate_seconds(self) -> Fraction:
+        return self.compute_estimate_seconds + self.communication_seconds
+
+    def tokens_per_second_per_gpu(self, estimated: bool = False) -> Fraction:
+        """Output tokens a second per GPU: the bound, or the estimate."""
+        seconds = self.estimate_seconds if estimated else self.bound_seconds
+        return Fraction(self.batch_size, self.gpus_per_batch) / seconds
+
+
+@dataclass(frozen=True, slots=True)
 class Perf:
     """Decode and prefill bounds of one deployment (per rank; tensor parallel ranks in step)."""
 
@@ -130,6 +162,13 @@ class Perf:
     kv_dtype_reason: str = ""  # why the cache has that dtype, in words
     engine: str = "ideal"
     not_modelled: tuple[str, ...] = ()  # what the bounds leave out, one phrase each
+    pipeline_parallel_size: int = 1
+    expert_parallel_size: int = 1
+    system: str | None = None  # the system whose interconnect carries the communication
+    matmul_precision: str = "bf16"  # the tensor-core peak the FLOPs run at
+    matmul_peak_flops: int = 0
+    replica: ReplicaStep | None = None  # the decode round with communication, per replica
+    leaves_out: str = ""  # one line: what the bound with communication still leaves out
 
     @property
     def compute_bound_from(self) -> int | None:
@@ -151,6 +190,7 @@ class RankModel:
     num_heads: int  # query heads
     tp: int
     mla_dims: tuple[int, int]  # prefill QK and V dims per head for MLA (decompressed)
+    weights_format: str = ""  # the weights as ``kvplan.weights`` describes them
 
     @property
     def k_dtype(self) -> DType:
@@ -192,7 +232,21 @@ def rank_model(
         num_heads=spec.num_attention_heads,
         tp=tp,
         mla_dims=(nope + rope, spec.v_head_dim or nope),
+        weights_format=weights.description,
     )
+
+
+def matmul_peak(gpu: GPU, weights_format: str) -> tuple[str, int]:
+    """The tensor-core peak the step's FLOPs run at, and its precision: fp8 weights at the
+    GPU's fp8 peak; fp4 weights (mxfp4, nvfp4) at its fp4 peak, else its fp8 peak; anything
+    else at the dense bf16 peak. The fastest the format allows, so a bound stays a bound
+    (mxfp4 on Hopper runs with bf16 activations in practice, slower)."""
+    fmt = weights_format.lower()
+    if fmt.startswith(("mxfp4", "nvfp4")) and gpu.fp4_flops:
+        return "fp4", gpu.fp4_flops
+    if fmt.startswith(("mxfp4", "nvfp4", "fp8")) and gpu.fp8_flops:
+        return "fp8", gpu.fp8_flops
+    return "bf16", gpu.bf16_flops
 
 
 def _weight_read_bytes(m: RankModel, batch_size: int) -> int:
@@ -242,7 +296,7 @@ def decode_step(
         kv_write_bytes=batch_size * kv_write,
         flops=flops,
         memory_seconds=Fraction(moved, gpu.bandwidth_bytes_per_s),
-        compute_seconds=Fraction(flops, gpu.bf16_flops),
+        compute_seconds=Fraction(flops, matmul_peak(gpu, m.weights_format)[1]),
         bandwidth_efficiency=bw,
         compute_efficiency=ce,
     )
@@ -280,7 +334,7 @@ def prefill_bound(m: RankModel, gpu: GPU, prompt_tokens: int, ce: Fraction) -> P
         linear_flops=linear,
         attention_flops=attention,
         weight_read_bytes=weights,
-        compute_seconds=Fraction(linear + attention, gpu.bf16_flops),
+        compute_seconds=Fraction(linear + attention, matmul_peak(gpu, m.weights_format)[1]),
         memory_seconds=Fraction(weights, gpu.bandwidth_bytes_per_s),
         compute_efficiency=ce,
     )

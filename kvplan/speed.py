@@ -36,9 +36,14 @@ def perf_report(
     bandwidth_efficiency: float = 0.8,
     compute_efficiency: float = 0.6,
     engine: str = "ideal",
+    pipeline_parallel_size: int = 1,
+    expert_parallel_size: int = 1,
+    system: str | None = None,
 ) -> tuple[Perf, list[Alternative]]:
     """``perf.perf`` with ``max_concurrency`` the planner's answer as configured, and
-    ``perf.alternatives`` (the first of which is that answer)."""
+    ``perf.alternatives`` (the first of which is that answer). The alternatives and the
+    maximum concurrency are those of one tensor-parallel group (pipeline stages and expert
+    parallelism change the communication and the replica line, not the ceiling shown)."""
     from kvplan.performance import alternatives, perf
 
     alts = alternatives(
@@ -63,6 +68,9 @@ def perf_report(
         compute_efficiency=compute_efficiency,
         max_concurrency=alts[0].max_concurrency,  # "as given": the planner's answer
         engine=engine,
+        pipeline_parallel_size=pipeline_parallel_size,
+        expert_parallel_size=expert_parallel_size,
+        system=system,
     )
     return result, alts
 

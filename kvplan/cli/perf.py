@@ -50,6 +50,29 @@ BandwidthOpt = Annotated[
         " shown too.",
     ),
 ]
+PerfSystemOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        help="A catalog system (hgx-h100, gb200-nvl72, mi300x-platform...) whose links carry"
+        " the communication per step (default with more than one GPU: the GPU's first"
+        " system).",
+        show_default=False,
+    ),
+]
+PpOpt = Annotated[
+    int,
+    typer.Option("--pipeline-parallel-size", "-pp", min=1, help="Pipeline stages (layers split)."),
+]
+EpOpt = Annotated[
+    int,
+    typer.Option(
+        "--expert-parallel-size",
+        min=1,
+        help="MoE models: data-parallel attention with the routed experts split over this"
+        " many GPUs; --concurrency is then per GPU.",
+    ),
+]
 ComputeOpt = Annotated[
     str,
     typer.Option(
@@ -63,6 +86,9 @@ def perf(
     model: ModelArg,
     gpu: GpuOpt,
     tensor_parallel_size: TpOpt = 1,
+    pipeline_parallel_size: PpOpt = 1,
+    expert_parallel_size: EpOpt = 1,
+    system: PerfSystemOpt = None,
     context: PerfContextOpt = "8K",
     concurrency: ConcurrencyOpt = 1,
     prompt: PromptOpt = None,
@@ -77,6 +103,9 @@ def perf(
     Every decode step reads the weights once and every sequence's retained cache; the table
     shows which bound binds, tokens/s per sequence and in total, throughput from 1 to the
     planner's maximum concurrency, and what an fp8 KV cache or half the context changes.
+    FLOPs run at the fp8 or fp4 tensor peak where the weights allow; with more than one GPU
+    the replica line adds the all-reduce, pipeline sends and expert all-to-all of each step
+    over the system's links, and says what it still leaves out.
     """
 
     def run() -> None:
@@ -98,6 +127,9 @@ def perf(
             bandwidth_efficiency=_efficiency("--bandwidth-efficiency", bandwidth_efficiency),
             compute_efficiency=_efficiency("--compute-efficiency", compute_efficiency),
             engine=engine,
+            pipeline_parallel_size=pipeline_parallel_size,
+            expert_parallel_size=expert_parallel_size,
+            system=system,
         )
         emit(
             output,

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.performance import Alternative, Comparison, DecodeStep, Perf
+from kvplan.performance import Alternative, Comparison, DecodeStep, Perf, ReplicaStep
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes
 from kvplan.views import SCHEMA_VERSION
@@ -90,7 +90,48 @@ def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
             for a in alternatives
         ],
         "not_modelled": list(result.not_modelled),
+        "pipeline_parallel_size": result.pipeline_parallel_size,
+        "expert_parallel_size": result.expert_parallel_size,
+        "system": result.system,
+        "matmul_precision": result.matmul_precision,
+        "matmul_peak_flops": result.matmul_peak_flops,
+        "replica": None if result.replica is None else _replica_dict(result.replica),
+        "leaves_out": result.leaves_out,
     }
+
+
+def _replica_dict(r: ReplicaStep) -> dict[str, Any]:
+    return {
+        "batch_size": r.batch_size,
+        "gpus_per_batch": r.gpus_per_batch,
+        "compute_bound_seconds": float(r.compute_bound_seconds),
+        "compute_estimated_seconds": float(r.compute_estimate_seconds),
+        "tensor_parallel_seconds": float(r.tensor_parallel_seconds),
+        "pipeline_seconds": float(r.pipeline_seconds),
+        "expert_parallel_seconds": float(r.expert_parallel_seconds),
+        "communication_seconds": float(r.communication_seconds),
+        "bound_seconds": float(r.bound_seconds),
+        "estimated_seconds": float(r.estimate_seconds),
+        "bound_tokens_per_second_per_gpu": float(r.tokens_per_second_per_gpu()),
+        "estimated_tokens_per_second_per_gpu": float(r.tokens_per_second_per_gpu(True)),
+    }
+
+
+def _replica_line(result: Perf) -> Text:
+    r = result.replica
+    if r is None:
+        return Text("")
+    shape = f"TP {result.tensor_parallel_size} x PP {result.pipeline_parallel_size}"
+    if result.expert_parallel_size > 1:
+        shape = f"DP-attention + EP {result.expert_parallel_size}"
+    where = f" over {result.system}" if result.system else ""
+    return Text(
+        f"replica ({shape}{where}): round {_ms(r.compute_estimate_seconds)} + communication"
+        f" {_ms(r.communication_seconds)} (TP {_ms(r.tensor_parallel_seconds)}, PP"
+        f" {_ms(r.pipeline_seconds)}, EP {_ms(r.expert_parallel_seconds)}) ->"
+        f" {_rate(r.tokens_per_second_per_gpu(True))} tok/s per GPU (estimate), at most"
+        f" {_rate(r.tokens_per_second_per_gpu())} (bound)\nleaves out: {result.leaves_out}"
+    )
 
 
 def _not_modelled(items: tuple[str, ...]) -> Text:
@@ -111,7 +152,9 @@ def _perf_tables(result: Perf, alternatives: list[Alternative]) -> list[Any]:
     head = Text(
         f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"
         f" {float(gpu.bandwidth_bytes_per_s) / 1e12:.2f} TB/s, {gpu.bf16_flops / 1e12:,.0f}"
-        f" dense bf16 TFLOP/s)\nKV cache {result.kv_dtype}, weights {result.model_dtype}."
+        f" dense bf16 TFLOP/s; FLOPs at the {result.matmul_precision} peak,"
+        f" {result.matmul_peak_flops / 1e12:,.0f} TFLOP/s)\nKV cache {result.kv_dtype},"
+        f" weights {result.model_dtype}."
         f" Why {result.kv_dtype}: {result.kv_dtype_reason}"
     )
     prefill = Text(
@@ -119,7 +162,8 @@ def _perf_tables(result: Perf, alternatives: list[Alternative]) -> list[Any]:
         f" ({p.attention_flops:,} attention) -> time to first token >= {_ms(p.bound_seconds)},"
         f" about {_ms(p.estimate_seconds)} at {float(p.compute_efficiency):.0%} of peak"
     )
-    items: list[Any] = [head, _decode_table(d), prefill, _curve_table(result)]
+    items: list[Any] = [head, _decode_table(d), _replica_line(result), prefill]
+    items.append(_curve_table(result))
     if alternatives:
         items.append(_alternatives_table(alternatives))
     items.append(_not_modelled(result.not_modelled))
