@@ -2,7 +2,9 @@
 SGLang's and TensorRT-LLM's token pools, with the figures derived from each answer.
 
 ``plan_with(spec, gpu, engine, PlanRequest)``: ``ideal`` -> ``planner.Plan``; ``vllm`` ->
-``VllmPlan``; ``sglang``, ``trtllm`` -> ``TokenPoolPlan``. Each answer has ``fits``.
+``VllmPlan``; ``sglang``, ``trtllm`` -> ``TokenPoolPlan``; ``llama.cpp`` -> ``LlamaCppPlan``
+(every buffer per device, the ``-ngl`` or context it solved, its llama-server line). Each
+answer has ``fits``.
 A new engine flag is one field of the request and one argument where the engine is called.
 """
 
@@ -17,13 +19,14 @@ from kvplan.errors import UnknownEngineError
 
 if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
+    from kvplan.engines.llamacpp_plan import LlamaCppAsk, LlamaCppPlan
     from kvplan.engines.vllm import StageResult, VllmResult
     from kvplan.hardware import GPU
     from kvplan.planner import Plan
     from kvplan.spec import ModelSpec
 
 #: the engines ``plan_with`` models
-PLAN_ENGINES = ("ideal", "vllm", "sglang", "trtllm")
+PLAN_ENGINES = ("ideal", "vllm", "sglang", "trtllm", "llama.cpp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class PlanRequest:
     max_total_tokens: int | None = None
     page_size: int = 1
     version: str | None = None
+    llamacpp: LlamaCppAsk | None = None  # llama.cpp's own settings (None: its defaults)
 
     def engine_max_model_len(self, spec: ModelSpec) -> int:
         return self.max_model_len or spec.max_position_embeddings or 0
@@ -134,7 +138,7 @@ class TokenPoolPlan:
 
 def plan_with(
     spec: ModelSpec, gpu: GPU, engine: str, request: PlanRequest
-) -> Plan | VllmPlan | TokenPoolPlan:
+) -> Plan | VllmPlan | TokenPoolPlan | LlamaCppPlan:
     """The plan of ``request`` under ``engine`` (see the module docstring)."""
     match engine:
         case "ideal":
@@ -143,6 +147,11 @@ def plan_with(
             return _vllm(spec, gpu, request)
         case "sglang" | "trtllm":
             return _token_pool(spec, gpu, engine, request)
+        case "llama.cpp":
+            from kvplan.engines import llamacpp_plan
+
+            ask = request.llamacpp or llamacpp_plan.LlamaCppAsk(n_ctx=request.max_model_len)
+            return llamacpp_plan.plan(spec, gpu, ask)
     modelled = ", ".join(PLAN_ENGINES)
     from kvplan.engines.base import ENGINE_NAMES
 

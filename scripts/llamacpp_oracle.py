@@ -11,7 +11,8 @@ with the llama.cpp commit, the llama-cpp-python version and each case's settings
 Usage (in an environment with ``llama-cpp-python`` and ``gguf`` installed):
 
     python scripts/llamacpp_oracle.py                # every case, write the recording
-    python scripts/llamacpp_oracle.py --quick        # a few cases, print the comparison only
+    python scripts/llamacpp_oracle.py --quick        # a few cases, print the recording only
+    python scripts/llamacpp_oracle.py --quick --out F  # a few cases, written to F (CI)
 
 ``write_gguf(case, path)`` is imported by the tests to rebuild each case's file (only the
 header matters to kvplan; the tensor values are random).
@@ -227,7 +228,14 @@ def _child(case: dict[str, Any], path: str) -> None:
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
     llama_cpp.llama_backend_init()
     mparams = llama_cpp.llama_model_default_params()
-    mparams.use_mmap = case["use_mmap"]
+    if hasattr(llama_cpp, "LLAMA_LOAD_MODE_MMAP") or "load_mode" in dict(
+        mparams._fields_  # type: ignore[attr-defined]
+    ):
+        # this build's llama_model_params has load_mode (1 = mmap, 0 = read into a buffer)
+        # in place of use_mmap; setting a missing ctypes field would be silently ignored
+        mparams.load_mode = 1 if case["use_mmap"] else 0
+    else:
+        mparams.use_mmap = case["use_mmap"]
     model = llama_cpp.llama_model_load_from_file(path.encode(), mparams)
     if not model:
         sys.stderr.write("ORACLE: model load failed\n")
@@ -250,7 +258,10 @@ def _child(case: dict[str, Any], path: str) -> None:
 _MODEL = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
 _KV = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 _OUT = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
-_COMPUTE = re.compile(r"llama_context:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+# printed by ``sched_reserve`` (older builds: ``llama_context``); again with 4 decimals when
+# the context is freed (``~llama_context: CPU compute buffer size is 2.1387 MiB``)
+_COMPUTE = re.compile(r"\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+_COMPUTE_FREED = re.compile(r"~llama_context:\s+(\S+) compute buffer size is\s+([\d.]+) MiB")
 _CTX = re.compile(r"llama_context: n_ctx\s+= (\d+)")
 _SIZE = re.compile(r"llama_kv_cache: size = .*")
 
@@ -264,6 +275,7 @@ def parse_log(text: str) -> dict[str, Any]:
     ctx = _CTX.search(text)
     return {
         "buffers": buffers,
+        "compute_freed_mib": {m[1]: m[2] for m in _COMPUTE_FREED.finditer(text)},
         "n_ctx": int(ctx[1]) if ctx else None,
         "kv_size_lines": [m[0].split(": ", 1)[1] for m in _SIZE.finditer(text)],
         "refused": "ORACLE: context refused" in text,
@@ -318,7 +330,7 @@ def main() -> None:
         "cases": records,
     }
     text = json.dumps(recording, indent=1) + "\n"
-    if args.quick:
+    if args.quick and args.out is None:
         print(text)
         return
     root = Path(__file__).resolve().parent.parent

@@ -85,6 +85,15 @@ CATALOG = [
     ("m3-max-128gb", 98_304, 400, 14_200, None),  # 96 GiB
     ("m4-max-128gb", 98_304, 546, 16_100, None),
     ("m3-ultra-512gb", 475_136, 819, 28_400, None),  # 464 GiB
+    # macOS's default working set: 2/3 up to 36 GB, then max(3/4, memory - 48 GiB)
+    ("m4-pro-24gb", 16_384, 273, 8_050, None),  # 2/3 x 24 GiB = 16 GiB
+    ("m4-pro-48gb", 36_864, 273, 8_050, None),  # 3/4 x 48 GiB = 36 GiB
+    ("m4-pro-64gb", 49_152, 273, 8_050, None),  # 3/4 x 64 GiB = 48 GiB
+    ("m4-max-36gb", 24_576, 410, 12_900, None),  # 2/3 x 36 GiB = 24 GiB
+    ("m4-max-48gb", 36_864, 546, 16_100, None),  # 3/4 x 48 GiB = 36 GiB
+    ("m4-max-64gb", 49_152, 546, 16_100, None),  # 3/4 x 64 GiB = 48 GiB
+    ("m3-ultra-96gb", 73_728, 819, 21_300, None),  # 3/4 x 96 GiB = 72 GiB
+    ("m3-ultra-256gb", 212_992, 819, 28_400, None),  # 256 - 48 = 208 GiB > 3/4 x 256 = 192
 ]
 
 

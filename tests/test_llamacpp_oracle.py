@@ -4,13 +4,16 @@ The recording (``tests/data/llamacpp_oracle_<commit>.json``) was made by
 ``scripts/llamacpp_oracle.py`` with llama-cpp-python 0.3.36 (llama.cpp commit 0c1e570) on an
 x86 CPU with AVX2: each case's tiny GGUF file is rebuilt here by the same writer (the header
 is all kvplan reads), imported, and every size llama.cpp printed (MiB with two decimals) is
-compared with kvplan's exact bytes printed the same way.
+compared with kvplan's exact bytes printed the same way: model, KV and output buffers and the
+padded n_ctx exactly; the compute buffer (printed again with four decimals when the context is
+freed) within the error ``compute_bytes_cpu`` states.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,14 @@ from kvplan.engines.llamacpp_budget import (
 )
 from kvplan.errors import UnitError
 from kvplan.importers.gguf import import_gguf
+from kvplan.units import MiB
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDINGS = sorted((ROOT / "tests" / "data").glob("llamacpp_oracle_*.json"))
+#: a live recording to check instead of the kept one (.ci/run's llama.cpp step sets it)
+LIVE = os.environ.get("KVPLAN_LLAMACPP_ORACLE")
+RECORDINGS = (
+    [Path(LIVE)] if LIVE else sorted((ROOT / "tests" / "data").glob("llamacpp_oracle_*.json"))
+)
 if not RECORDINGS:
     pytest.skip("no llama.cpp recording in tests/data yet", allow_module_level=True)
 RECORDING = json.loads(RECORDINGS[-1].read_text())
@@ -67,7 +75,7 @@ def _printed(result: dict[str, Any], kind: str) -> list[tuple[str, str]]:
 def test_recording_names_its_build() -> None:
     assert RECORDING["llama_cpp_commit"] == "0c1e570"
     assert RECORDING["llama_cpp_python"] == "0.3.36"
-    assert len(CASES) >= 20
+    assert len(CASES) >= (4 if LIVE else 20)
 
 
 @pytest.mark.parametrize("record", CASES, ids=[r["case"]["name"] for r in CASES])
@@ -98,6 +106,7 @@ def test_every_buffer_matches(record: dict[str, Any], files: Path) -> None:
     assert [("CPU", buffer_mib(logits))] == _printed(result, "output")
 
 
+@pytest.mark.skipif(bool(LIVE), reason="a live --quick recording has other cases")
 def test_padded_context_is_printed() -> None:
     # n_ctx 1000 -> PAD(1000, 256) = 1024; 3000 -> 3072; 3 sequences x PAD(1000 // 3, 256) =
     # 3 x 512 = 1536.
@@ -122,16 +131,40 @@ def test_quantized_v_without_flash_attention_is_refused() -> None:
 
 @pytest.mark.parametrize("record", CASES, ids=[r["case"]["name"] for r in CASES])
 def test_compute_buffer_within_stated_error(record: dict[str, Any], files: Path) -> None:
+    # The size printed when the context is freed has 4 decimals (2.1387 MiB): +-0.00005 MiB.
     case, result = record["case"], record["result"]
     if result["refused"]:
         return
     imported = _imported(case, files)
-    printed = float(_printed(result, "compute")[0][1]) * 1024 * 1024
+    printed = float(result["compute_freed_mib"]["CPU"]) * MiB
+    kv = llamacpp.kv_cache(
+        imported.spec,
+        n_ctx=case["n_ctx"],
+        n_seq_max=case["n_seq_max"],
+        n_ubatch=case["n_ubatch"],
+        cache_type_k=case["type_k"],
+        cache_type_v=case["type_v"],
+        swa_full=case["swa_full"],
+        flash_attn=case["flash_attn"],
+        kv_unified=case["kv_unified"],
+    )
     ours = compute_bytes_cpu(
         imported.spec,
         n_ctx=result["n_ctx"],
         n_ubatch=case["n_ubatch"],
         n_seq_max=case["n_seq_max"],
         flash_attn=case["flash_attn"],
+        kv=kv,
     )
-    assert abs(ours - printed) <= 0.25 * printed + 64 * 1024
+    assert abs(ours - printed) <= 0.04 * printed + 64
+    if case["arch"] in ("llama", "qwen3") and case["flash_attn"] and case["n_seq_max"] != 3:
+        assert abs(ours - printed) <= 0.00005 * MiB  # exact to the printed digits
+
+
+@pytest.mark.skipif(bool(LIVE), reason="a live --quick recording has other cases")
+def test_compute_buffer_by_hand() -> None:
+    # llama-f16: 1,024 cells x 512 tokens x 2 (f16 mask) + 28 x 512 + 512 x (320 + 4 x 64) x 4
+    # = 1,048,576 + 14,336 + 1,179,648 = 2,242,560 B = 2.1387 MiB, as printed
+    case = next(r for r in CASES if r["case"]["name"] == "llama-f16")
+    assert case["result"]["compute_freed_mib"]["CPU"] == "2.1387"
+    assert f"{2_242_560 / MiB:.4f}" == "2.1387"

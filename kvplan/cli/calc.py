@@ -27,7 +27,12 @@ ContextOpt = Annotated[
         show_default=False,
     ),
 ]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", min=1, help="Concurrent sequences.")]
+BatchOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch", "-b", "--parallel", "-np", min=1, help="Concurrent sequences (llama.cpp -np)."
+    ),
+]
 KvDtypeOpt = Annotated[
     str,
     typer.Option(
@@ -40,11 +45,21 @@ KvDtypeOpt = Annotated[
 ]
 KDtypeOpt = Annotated[
     str | None,
-    typer.Option("--k-dtype", help="K cache dtype, overriding --kv-dtype (llama.cpp -ctk)."),
+    typer.Option(
+        "--k-dtype",
+        "--cache-type-k",
+        "-ctk",
+        help="K cache dtype, overriding --kv-dtype (llama.cpp -ctk).",
+    ),
 ]
 VDtypeOpt = Annotated[
     str | None,
-    typer.Option("--v-dtype", help="V cache dtype, overriding --kv-dtype (llama.cpp -ctv)."),
+    typer.Option(
+        "--v-dtype",
+        "--cache-type-v",
+        "-ctv",
+        help="V cache dtype, overriding --kv-dtype (llama.cpp -ctv).",
+    ),
 ]
 ExplainOpt = Annotated[
     bool, typer.Option("--explain", help="Work the formula with the model's numbers substituted.")
@@ -71,7 +86,8 @@ UbatchOpt = Annotated[
     int, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp -ub: sizes the SWA cache.")
 ]
 SwaFullOpt = Annotated[
-    bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding layers.")
+    bool,
+    typer.Option("--swa-full/--no-swa-full", help="llama.cpp: full-size cache for sliding layers."),
 ]
 FlashAttnOpt = Annotated[
     bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp: flash attention (-fa).")

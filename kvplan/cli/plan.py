@@ -27,6 +27,23 @@ from kvplan.cli.common import (
     guard,
     option,
 )
+from kvplan.cli.llamacpp_options import (
+    BackendOpt,
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    FlashAttnOpt,
+    KvUnifiedOpt,
+    LlamaBatchOpt,
+    MmapOpt,
+    NglOpt,
+    NoKvOffloadOpt,
+    ParallelOpt,
+    SplitModeOpt,
+    SwaFullOpt,
+    TensorSplitOpt,
+    UbatchOpt,
+    WiredLimitOpt,
+)
 
 if TYPE_CHECKING:
     from kvplan.hardware import GPU
@@ -182,9 +199,9 @@ EngineOpt = Annotated[
         "--engine",
         "-e",
         help="ideal (kvplan's own paged planner), vllm (vLLM V1's budget, groups and"
-        " printed figures), sglang (its token pool and log line) or trtllm (a fraction of"
+        " printed figures), sglang (its token pool and log line), trtllm (a fraction of"
         " free memory, 32-token blocks; --gpu-memory-utilization is its"
-        " free_gpu_memory_fraction).",
+        " free_gpu_memory_fraction) or llama.cpp (its buffers per device, -ngl and -c).",
     ),
 ]
 MemFractionStaticOpt = Annotated[
@@ -271,6 +288,21 @@ def plan_command(
     top: TopOpt = None,
     price: PriceOpt = None,
     prices: PricesFileOpt = None,
+    n_gpu_layers: NglOpt = None,
+    tensor_split: TensorSplitOpt = None,
+    split_mode: SplitModeOpt = "layer",
+    ubatch_size: UbatchOpt = 512,
+    batch_size: LlamaBatchOpt = 2048,
+    flash_attn: FlashAttnOpt = "auto",
+    cache_type_k: CacheTypeKOpt = None,
+    cache_type_v: CacheTypeVOpt = None,
+    parallel: ParallelOpt = 1,
+    swa_full: SwaFullOpt = True,
+    mmap: MmapOpt = True,
+    kv_unified: KvUnifiedOpt = False,
+    no_kv_offload: NoKvOffloadOpt = False,
+    device: BackendOpt = "cuda",
+    wired_limit_mb: WiredLimitOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
@@ -316,6 +348,7 @@ def _common(a: dict[str, Any]) -> dict[str, Any]:
 
 def _engine_request(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
     """The ``PlanRequest`` of plan's options ``a`` for one deployment on one GPU."""
+    from kvplan.cli.llamacpp_options import llamacpp_ask
     from kvplan.engine_plans import PlanRequest
     from kvplan.planner import parse_utilization
     from kvplan.units import parse_bytes
@@ -344,6 +377,7 @@ def _engine_request(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]
         max_total_tokens=a["max_total_tokens"],
         page_size=a["page_size"],
         version=a["engine_version"],
+        llamacpp=llamacpp_ask(a, common) if a["engine"] == "llama.cpp" else None,
         **{name: a[name] for name in _VLLM_FLAGS},
     )
 
@@ -373,7 +407,7 @@ def _plan(a: dict[str, Any]) -> None:
     parallel = a["tensor_parallel_size"] or a["pipeline_parallel_size"]
     given = a["gpu_memory"] or a["kv_cache_memory"] or a["lengths"]
     both = None not in (a["max_model_len"], a["concurrency"])
-    if cluster.wanted(
+    if a["engine"] != "llama.cpp" and cluster.wanted(
         a["gpu"], fewest_gpus=a["engine"] == "ideal" and both and not (parallel or given)
     ):
         found = cluster.plan(spec, a["gpu"], **common)
@@ -382,12 +416,20 @@ def _plan(a: dict[str, Any]) -> None:
         return
     request = _engine_request(a, spec, common)
     result = plan_with(spec, _device(a["gpu"], a["gpu_memory"]), a["engine"], request)
-    emit(
-        a["output"],
-        lambda: views.plan_result_to_dict(result, spec),
-        lambda: views.plan_result_view(result, spec),
-    )
+    to_dict, view = _views(a["engine"])
+    emit(a["output"], lambda: to_dict(result, spec), lambda: view(result, spec))
     check_failed_unless(result.fits)
+
+
+def _views(engine: str) -> tuple[Any, Any]:
+    """The JSON and table views of ``engine``'s plan (llama.cpp's buffers have their own)."""
+    if engine == "llama.cpp":
+        from kvplan.views import engines
+
+        return engines.llamacpp_plan_to_dict, engines.llamacpp_plan_view
+    from kvplan.views import plan as views
+
+    return views.plan_result_to_dict, views.plan_result_view
 
 
 @command("gpus")

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from kvplan.engine_plans import TokenPoolPlan, VllmPlan
     from kvplan.engines.base import EngineResult
+    from kvplan.engines.llamacpp_plan import LlamaCppPlan
     from kvplan.engines.vllm import VllmResult
     from kvplan.flags import EngineFlags
     from kvplan.logs import Reconciliation
@@ -321,3 +322,93 @@ def flags_view(doc: dict[str, Any]) -> list[RenderableType]:
                 )
             )
     return out
+
+
+def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
+    """``kvplan plan --engine llama.cpp --format json``: every buffer per device, the answer
+    and the llama-server line that realises it."""
+    from kvplan.engines.llamacpp_layout import layer_weights
+    from kvplan.views.provenance import resolution_to_dict
+
+    a = p.ask
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "engine": "llama.cpp",
+        "model": p.model,
+        "gpu": p.gpu.name,
+        "backend": a.backend,
+        "solved": p.solved,
+        "fits": p.fits,
+        "n_ctx": p.n_ctx,
+        "n_gpu_layers": p.n_gpu_layers,
+        "n_layer": p.n_layer,
+        "command": p.command,
+        "capacity_bytes": p.capacity_bytes,
+        "headroom_bytes": p.headroom_bytes,
+        "kv_cache_bytes": p.kv.kv_cache_bytes,
+        "weights_exact": layer_weights(spec).exact,
+        "settings": {
+            "n_ubatch": a.n_ubatch,
+            "n_batch": a.n_batch,
+            "flash_attn": a.fa,
+            "type_k": a.type_k,
+            "type_v": a.type_v,
+            "n_seq_max": a.n_seq_max,
+            "kv_unified": a.kv_unified,
+            "swa_full": a.swa_full,
+            "use_mmap": a.use_mmap,
+            "no_kv_offload": a.no_kv_offload,
+            "split_mode": a.split_mode,
+            "tensor_split": [str(s) for s in a.split],
+        },
+        "devices": [
+            {
+                "device": d.name,
+                "num_layers": d.num_layers,
+                "model_bytes": d.model_bytes,
+                "kv_bytes": d.kv_bytes,
+                "output_bytes": d.output_bytes,
+                "compute_bytes": d.compute_bytes,
+                "total_bytes": d.total_bytes,
+            }
+            for d in p.layout.devices
+        ],
+        "buffers": [b.to_dict() for b in p.buffers],
+        **resolution_to_dict(spec),
+    }
+
+
+def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]:
+    """The ``kvplan plan --engine llama.cpp`` view: per device, then the command line."""
+    from kvplan.engines.llamacpp_plan import headroom_note
+    from kvplan.views.provenance import resolution_line
+
+    doc = llamacpp_plan_to_dict(p, spec)
+    verdict = "[green]fits[/green]" if p.fits else "[red]does not fit[/red]"
+    rows = [
+        [
+            d["device"],
+            str(d["num_layers"]),
+            format_bytes(d["model_bytes"]),
+            format_bytes(d["kv_bytes"]),
+            format_bytes(d["compute_bytes"]),
+            format_bytes(d["output_bytes"]),
+            format_bytes(d["total_bytes"]),
+        ]
+        for d in doc["devices"]
+    ]
+    columns = ["device", "layers", "model", "KV", "compute", "output", "total"]
+    return [
+        *resolution_line(spec),
+        f"[bold]{p.model}[/bold] on llama.cpp ({p.ask.backend}, {p.gpu.display_name}):"
+        f" -c {p.n_ctx:,} -ngl {p.n_gpu_layers} of {p.n_layer + 1}: {verdict}",
+        table([(c, "left" if i == 0 else "right") for i, c in enumerate(columns)], rows),
+        (
+            f"each GPU: {format_bytes(p.capacity_bytes)}, headroom"
+            f" {format_bytes(p.headroom_bytes)} ({headroom_note(p)})"
+            if p.layout.gpus
+            else "CPU backend: every buffer in host memory, which kvplan does not limit"
+        )
+        + "; compute buffers are estimates (docs/engines.md)",
+        p.command,
+    ]

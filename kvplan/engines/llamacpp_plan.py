@@ -1,0 +1,290 @@
+"""``kvplan plan --engine llama.cpp``: every buffer per device, and the answers users ask.
+
+``budget(spec, gpu, ask)`` lays one setting out (``llamacpp_layout``) and adds the compute
+buffers (``llamacpp_compute``); ``plan(spec, gpu, ask)`` solves what ``ask`` leaves open:
+
+- ``-ngl`` and ``-c`` given: whether it all fits;
+- ``-c`` given, no ``-ngl``: the largest ``-ngl`` that fits at that context (0 .. n_layer + 1);
+- ``-ngl`` given, no ``-c``: the longest context (a multiple of 256 cells, at most the model's
+  ``max_position_embeddings``) that fits with those layers;
+- neither: like llama.cpp's ``--fit``: every layer on the GPUs and the longest context that
+  fits; when not even ``--fit-ctx`` (4,096) tokens fit, fewer layers at that context.
+
+A device fits when its model, KV, output and compute buffers plus the headroom (llama.cpp's
+``--fit-target`` margin, 1 GiB by default; ``--overhead`` replaces it) are within its memory
+(on Apple silicon the GPU working set, or ``--wired-limit-mb``). The host is reported, not
+limited. ``command`` is the llama-server line that realises the answer (``--fit off``: the
+layers and context are kvplan's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from kvplan.engines import llamacpp
+from kvplan.engines.llamacpp_budget import Buffer, check_cache_types
+from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
+from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
+from kvplan.errors import UnitError
+from kvplan.units import GiB, MiB
+
+if TYPE_CHECKING:
+    from kvplan.engines.base import EngineResult
+    from kvplan.hardware import GPU
+    from kvplan.spec import ModelSpec
+
+__all__ = ["FIT_CTX", "LlamaCppAsk", "LlamaCppPlan", "budget", "plan"]
+
+#: llama.cpp's ``--fit-ctx``: the shortest context ``--fit`` reduces to
+FIT_CTX = 4096
+#: llama.cpp's ``--fit-target``: memory ``--fit`` leaves free on each device
+FIT_TARGET_BYTES = 1 * GiB
+_PAD = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppAsk:
+    """The llama-server settings of a plan; None for what kvplan solves."""
+
+    model: str = "model.gguf"
+    n_ctx: int | None = None
+    n_gpu_layers: int | None = None
+    num_gpus: int = 1
+    tensor_split: tuple[Fraction, ...] | None = None
+    split_mode: str = "layer"
+    n_ubatch: int = 512
+    n_batch: int = 2048
+    flash_attn: str = "auto"
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_seq_max: int = 1
+    kv_unified: bool = False
+    swa_full: bool = True  # llama.cpp's default at 0c1e570
+    use_mmap: bool = True
+    no_kv_offload: bool = False
+    backend: str = "cuda"
+    overhead_bytes: int | None = None
+    wired_limit_bytes: int | None = None
+
+    @property
+    def fa(self) -> bool:
+        """``-fa auto`` is on for CUDA and Metal (every model kvplan sizes has FA kernels
+        there) and on for the CPU, as llama.cpp resolves it."""
+        return self.flash_attn != "off"
+
+    @property
+    def split(self) -> tuple[Fraction, ...]:
+        if self.backend == "cpu":
+            return ()
+        n = 1 if self.backend == "metal" else self.num_gpus
+        return self.tensor_split or tuple(Fraction(1) for _ in range(n))
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppPlan:
+    """One setting laid out: every buffer per device, the answer and its command line."""
+
+    model: str
+    gpu: GPU
+    ask: LlamaCppAsk
+    n_ctx: int  # as llama.cpp prints it (padded)
+    n_gpu_layers: int
+    layout: Layout
+    capacity_bytes: int  # per GPU
+    headroom_bytes: int  # per GPU
+    kv: EngineResult
+    solved: str  # "fits", "n_gpu_layers", "n_ctx" or "fit"
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.layout.placement) - 1
+
+    @property
+    def fits(self) -> bool:
+        return (
+            all(
+                g.total_bytes + self.headroom_bytes <= self.capacity_bytes for g in self.layout.gpus
+            )
+            and self.n_ctx > 0
+        )
+
+    @property
+    def buffers(self) -> tuple[Buffer, ...]:
+        return tuple(b for d in self.layout.devices for b in d.buffers)
+
+    @property
+    def command(self) -> str:
+        """The llama-server command line that realises this plan."""
+        a = self.ask
+        parts = ["llama-server", "-m", a.model, "-c", str(self.n_ctx)]
+        parts += ["-ngl", str(self.n_gpu_layers), "-fa", "on" if a.fa else "off"]
+        parts += ["-ub", str(a.n_ubatch), "-b", str(a.n_batch), "-np", str(a.n_seq_max)]
+        if (a.type_k, a.type_v) != ("f16", "f16"):
+            parts += ["-ctk", a.type_k, "-ctv", a.type_v]
+        if len(a.split) > 1:
+            parts += ["-sm", a.split_mode]
+            parts += ["-ts", ",".join(_share(s) for s in a.split)]
+        flags = {
+            "--kv-unified": a.kv_unified,
+            "--no-swa-full": not a.swa_full,
+            "--no-mmap": not a.use_mmap,
+            "--no-kv-offload": a.no_kv_offload,
+        }
+        parts += [flag for flag, on in flags.items() if on]
+        return " ".join([*parts, "--fit", "off"])
+
+
+def _share(s: Fraction) -> str:
+    return str(s.numerator) if s.denominator == 1 else str(float(s))
+
+
+def _checked(spec: ModelSpec, ask: LlamaCppAsk) -> None:
+    if ask.split_mode not in SPLIT_MODES:
+        raise UnitError(f"--split-mode {ask.split_mode!r}: allowed {', '.join(SPLIT_MODES)}")
+    if ask.flash_attn not in ("on", "off", "auto"):
+        raise UnitError(f"-fa {ask.flash_attn!r}: allowed on, off, auto")
+    if ask.tensor_split is not None and len(ask.tensor_split) != ask.num_gpus:
+        raise UnitError(
+            f"--tensor-split: {len(ask.tensor_split)} shares for {ask.num_gpus} GPUs (-tp)"
+        )
+    if ask.backend == "metal" and ask.num_gpus > 1:
+        raise UnitError("--device metal: one GPU (Apple silicon has one)")
+    device_names(ask.backend, ask.num_gpus)
+    check_cache_types(ask.type_k, ask.type_v, flash_attn=ask.fa)
+    if spec.vocab_size is None or spec.hidden_size is None:
+        raise UnitError(f"{spec.name}: llama.cpp's buffers need vocab_size and hidden_size")
+
+
+def _capacity(gpu: GPU, ask: LlamaCppAsk) -> int:
+    if ask.backend == "metal" and ask.wired_limit_bytes is not None:
+        return ask.wired_limit_bytes
+    return gpu.memory_bytes if ask.backend != "cpu" else 0
+
+
+def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits") -> LlamaCppPlan:
+    """Every buffer of ``ask`` with its ``n_ctx`` and ``n_gpu_layers`` as given (None: the
+    model's context, all layers)."""
+    _checked(spec, ask)
+    n_layer = spec.num_hidden_layers
+    ngl = n_layer + 1 if ask.n_gpu_layers is None else min(ask.n_gpu_layers, n_layer + 1)
+    if ask.backend == "cpu":
+        ngl = 0
+    n_ctx = ask.n_ctx or spec.max_position_embeddings or FIT_CTX
+    kv = llamacpp.kv_cache(
+        spec,
+        n_ctx=n_ctx,
+        n_seq_max=ask.n_seq_max,
+        n_ubatch=ask.n_ubatch,
+        cache_type_k=ask.type_k,
+        cache_type_v=ask.type_v,
+        swa_full=ask.swa_full,
+        flash_attn=ask.fa,
+        kv_unified=ask.kv_unified,
+    )
+    placed = layout(
+        spec,
+        kv,
+        backend=ask.backend,
+        n_gpu_layers=ngl,
+        split=ask.split,
+        split_mode=ask.split_mode,
+        no_kv_offload=ask.no_kv_offload,
+        use_mmap=ask.use_mmap,
+        n_seq_max=ask.n_seq_max,
+    )
+    _add_compute(spec, ask, kv, placed)
+    headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
+    printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
+    printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
+    return LlamaCppPlan(
+        spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
+        headroom if ask.backend != "cpu" else 0, kv, solved,
+    )  # fmt: skip
+
+
+def _add_compute(spec: ModelSpec, ask: LlamaCppAsk, kv: EngineResult, placed: Layout) -> None:
+    cells = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0) or _PAD)
+    t = min(ask.n_ubatch, ask.n_batch)
+    output_device = placed.placement[-1]
+    for use in placed.gpus:
+        use.compute_bytes = gpu_compute_bytes(
+            spec,
+            cells=cells,
+            n_ubatch=t,
+            flash_attn=ask.fa,
+            holds_output=output_device == use.index or output_device is None,
+            holds_layers=use.num_layers > 0 or output_device is None,
+        )
+        use.buffers.append(Buffer(use.name, "compute", use.compute_bytes))
+    host = placed.host
+    if placed.gpus:
+        host.compute_bytes = host_compute_bytes(spec, cells=cells, n_ubatch=t, flash_attn=ask.fa)
+        name = f"{placed.gpus[0].name}_Host" if ask.backend == "cuda" else "CPU"
+        host.buffers.append(Buffer(name, "compute", host.compute_bytes))
+    else:
+        from kvplan.engines.llamacpp_budget import compute_bytes_cpu
+
+        host.compute_bytes = compute_bytes_cpu(
+            spec, n_ctx=cells, n_ubatch=t, n_seq_max=1, flash_attn=ask.fa, kv=kv
+        )
+        host.buffers.append(Buffer("CPU", "compute", host.compute_bytes))
+
+
+def plan(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk) -> LlamaCppPlan:
+    """Solve what ``ask`` leaves open (see the module docstring)."""
+    if ask.backend == "cpu":
+        return budget(spec, gpu, replace(ask, n_gpu_layers=0))
+    if ask.n_ctx is not None and ask.n_gpu_layers is not None:
+        return budget(spec, gpu, ask)
+    if ask.n_ctx is not None:
+        return _most_layers(spec, gpu, ask, "n_gpu_layers")
+    longest = _longest_context(spec, gpu, ask, "n_ctx")
+    if ask.n_gpu_layers is not None or longest.fits:
+        return longest if ask.n_gpu_layers is not None else replace(longest, solved="fit")
+    return _most_layers(spec, gpu, replace(ask, n_ctx=FIT_CTX), "fit")
+
+
+def _most_layers(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, solved: str) -> LlamaCppPlan:
+    """The largest ``-ngl`` that fits (GPU memory grows with every layer offloaded)."""
+    lo, hi = 0, spec.num_hidden_layers + 1
+    best = budget(spec, gpu, replace(ask, n_gpu_layers=0), solved=solved)
+    if not best.fits:
+        return best
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = budget(spec, gpu, replace(ask, n_gpu_layers=mid), solved=solved)
+        if trial.fits:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    return best
+
+
+def _longest_context(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, solved: str) -> LlamaCppPlan:
+    """The longest context, in steps of 256 cells per sequence, that fits."""
+    top = spec.max_position_embeddings or FIT_CTX
+    lo, hi = 0, top // _PAD
+    if hi == 0:
+        return budget(spec, gpu, replace(ask, n_ctx=top), solved=solved)
+    per_seq = 1 if ask.kv_unified else ask.n_seq_max
+    best = budget(spec, gpu, replace(ask, n_ctx=_PAD * per_seq), solved=solved)
+    if not best.fits:
+        return replace(best, n_ctx=0)
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = budget(spec, gpu, replace(ask, n_ctx=mid * _PAD * per_seq), solved=solved)
+        if trial.fits:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    return best
+
+
+def headroom_note(p: LlamaCppPlan) -> str:
+    """How the headroom was chosen, for the table."""
+    if p.ask.overhead_bytes is not None:
+        return "--overhead"
+    return f"llama.cpp --fit-target default ({FIT_TARGET_BYTES // MiB} MiB)"

@@ -1,0 +1,210 @@
+"""``plan --engine llama.cpp``: layer placement, buffers per device, the solver, the CLI.
+
+Every figure is derived by hand in the test's comment or id, from llama.cpp's rules as the
+module docstrings of ``kvplan.engines.llamacpp_layout`` and ``llamacpp_compute`` state them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.catalog import load_model
+from kvplan.cli import app
+from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
+from kvplan.engines.llamacpp_layout import layer_devices
+from kvplan.engines.llamacpp_plan import LlamaCppAsk, budget, plan
+from kvplan.errors import UnitError
+from kvplan.hardware import custom_gpu, find_gpu
+from kvplan.spec import ModelSpec
+from kvplan.units import GiB, MiB
+
+ONE = (Fraction(1),)
+TWO = (Fraction(1), Fraction(1))
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("ngl", "split", "expected"),
+    [
+        # 32 layers, -ngl 33 -ts 1,1: il/33 < 1/2 for il <= 16 -> 17 layers on 0, 15 + output on 1
+        (33, TWO, [0] * 17 + [1] * 16),
+        # -ngl 20 -ts 3,1: i_gpu_start 12; (il-12)/20 < 3/4 for il <= 26 -> 15 on 0, 5 on 1
+        (20, (Fraction(3), Fraction(1)), [None] * 12 + [0] * 15 + [1] * 5 + [None]),
+        # -ngl 32: every repeating layer, the output layer (il 32: 32 - 0 >= 32) on the host
+        (32, ONE, [0] * 32 + [None]),
+        (0, ONE, [None] * 33),
+        (99, ONE, [0] * 33),  # more than n_layer + 1: all of them
+    ],
+)
+def test_layer_devices(ngl: int, split: tuple[Fraction, ...], expected: list[int | None]) -> None:
+    assert layer_devices(32, ngl, split) == expected
+
+
+def test_row_split_keeps_layers_on_the_main_gpu() -> None:
+    assert layer_devices(4, 5, TWO, "row") == [0] * 5
+
+
+def test_compute_by_hand() -> None:
+    # Llama 3 8B, -c 512 -ub 512 -fa off, all on CUDA0: logits 512 x (128,256 + 4,096) x 4 =
+    # 271,056,896 B = 258.50 MiB as its log printed; the attention 512 x 512 x 33 x 4 and the
+    # MLP 512 x (3 x 14,336 + 8,192) x 4 = 104,857,600 are smaller.
+    spec = load_model("llama-3.1-8b")
+    gpu = gpu_compute_bytes(spec, cells=512, n_ubatch=512, flash_attn=False, holds_output=True)
+    assert gpu == 271_056_896
+    assert f"{gpu / MiB:.2f}" == "258.50"
+    # the host side: 512 x 4,096 x 4 + 512 x 512 x 4 = 9 MiB (printed 9.01 MiB)
+    assert host_compute_bytes(spec, cells=512, n_ubatch=512, flash_attn=False) == 9 * MiB
+    # -c 8192 (printed 560.00 and 24.01 MiB): 512 x 8,192 x 33 x 4 + 4 x 512 x 4,096 x 4 =
+    # 553,648,128 + 33,554,432 = 587,202,560 B = 560 MiB; host 8 MiB + 8,192 x 512 x 4 = 24 MiB
+    long = gpu_compute_bytes(spec, cells=8192, n_ubatch=512, flash_attn=False, holds_output=True)
+    assert long == 587_202_560 == 560 * MiB
+    assert host_compute_bytes(spec, cells=8192, n_ubatch=512, flash_attn=False) == 24 * MiB
+    # a GPU without the output layer: the MLP term, 104,857,600 B
+    mlp = gpu_compute_bytes(spec, cells=512, n_ubatch=512, flash_attn=True, holds_output=False)
+    assert mlp == 104_857_600
+
+
+def test_budget_full_offload_by_hand() -> None:
+    # Llama 3.1 8B, -c 8192 -ngl 33: KV 8,192 cells x 32 layers x 2 x 8 x 128 x 2 B = 1 GiB on
+    # CUDA0; the logits 128,256 x 1 x 4 = 513,024 B in CUDA0_Host.
+    spec = load_model("llama-3.1-8b")
+    p = budget(spec, find_gpu("h100"), LlamaCppAsk(n_ctx=8192, n_gpu_layers=33))
+    cuda0, host = p.layout.devices
+    assert (cuda0.name, cuda0.num_layers, cuda0.kv_bytes) == ("CUDA0", 32, 1 * GiB)
+    assert host.kv_bytes == 0
+    assert ("CUDA0_Host", "output", 513_024) in [(b.device, b.kind, b.bytes) for b in p.buffers]
+    assert p.n_ctx == 8192
+    assert p.fits
+
+
+def test_partial_offload_splits_kv_by_layer() -> None:
+    # -ngl 24: layers 8-31 on CUDA0; each layer's KV at 8,192 cells is 32 MiB, so 24 x 32 MiB
+    # = 768 MiB on the GPU and 8 x 32 = 256 MiB on the host.
+    spec = load_model("llama-3.1-8b")
+    p = budget(spec, find_gpu("h100"), LlamaCppAsk(n_ctx=8192, n_gpu_layers=24))
+    cuda0, host = p.layout.devices
+    assert (cuda0.kv_bytes, host.kv_bytes) == (768 * MiB, 256 * MiB)
+    assert (cuda0.num_layers, host.num_layers) == (24, 8)
+    off = budget(
+        spec, find_gpu("h100"), LlamaCppAsk(n_ctx=8192, n_gpu_layers=33, no_kv_offload=True)
+    )
+    assert (off.layout.devices[0].kv_bytes, off.layout.devices[1].kv_bytes) == (0, 1 * GiB)
+
+
+def test_tied_head_is_copied_to_the_gpu() -> None:
+    # A file with embedding 100 B, layers 10 B each, output side 3 B and a tied head: -ngl 17
+    # puts 16 x 10 + 3 + 100 (the copy) = 263 B on the GPU; the host keeps the 100 B embedding.
+    data = load_model("llama-3.2-1b").model_dump(exclude_none=True)
+    data["stored_weight_bytes"] = {
+        "embedding_bytes": 100,
+        "layers_bytes": [10] * 16,
+        "output_bytes": 3,
+        "format": "Q8_0",
+    }
+    spec = ModelSpec.model_validate(data)
+    gpu = find_gpu("h100")
+    full = budget(spec, gpu, LlamaCppAsk(n_ctx=4096, n_gpu_layers=17))
+    assert (full.layout.devices[0].model_bytes, full.layout.host.model_bytes) == (263, 100)
+    part = budget(spec, gpu, LlamaCppAsk(n_ctx=4096, n_gpu_layers=16))
+    assert (part.layout.devices[0].model_bytes, part.layout.host.model_bytes) == (160, 103)
+
+
+def test_largest_ngl_fits_and_one_more_does_not() -> None:
+    spec = load_model("llama-3.1-8b")
+    gpu = custom_gpu(12 * GiB, None)
+    p = plan(spec, gpu, LlamaCppAsk(n_ctx=32768))
+    assert p.solved == "n_gpu_layers"
+    assert p.fits
+    assert 0 < p.n_gpu_layers < 33
+    assert not budget(spec, gpu, replace(p.ask, n_gpu_layers=p.n_gpu_layers + 1)).fits
+
+
+def test_longest_context_fits_and_256_more_do_not() -> None:
+    spec = load_model("llama-3.1-8b")
+    gpu = find_gpu("rtx-4090")
+    p = plan(spec, gpu, LlamaCppAsk(n_gpu_layers=33))
+    assert p.solved == "n_ctx"
+    assert p.fits
+    assert p.n_ctx % 256 == 0
+    assert not budget(spec, gpu, replace(p.ask, n_ctx=p.n_ctx + 256)).fits
+
+
+def test_fit_reduces_layers_when_4096_tokens_do_not_fit() -> None:
+    # 8 GiB less 1 GiB headroom cannot hold the 8B model's ~15 GiB of bf16 weights
+    spec = load_model("llama-3.1-8b")
+    p = plan(spec, custom_gpu(8 * GiB, None), LlamaCppAsk())
+    assert (p.solved, p.n_ctx) == ("fit", 4096)
+    assert 0 < p.n_gpu_layers < 32
+
+
+def test_two_gpus_and_the_command_line() -> None:
+    spec = load_model("llama-3.1-8b")
+    ask = LlamaCppAsk(model="m.gguf", n_ctx=8192, n_gpu_layers=33, num_gpus=2, type_k="q8_0")
+    p = budget(spec, find_gpu("h100"), replace(ask, type_v="q8_0", flash_attn="on"))
+    cuda0, cuda1, _ = p.layout.devices
+    # 17 and 15 layers; q8_0 KV: 8,192 x 2 x 1,024 values x 34/32 B = 17 MiB per layer
+    assert (cuda0.kv_bytes, cuda1.kv_bytes) == (17 * 17 * MiB, 15 * 17 * MiB)
+    assert p.command == (
+        "llama-server -m m.gguf -c 8192 -ngl 33 -fa on -ub 512 -b 2048 -np 1"
+        " -ctk q8_0 -ctv q8_0 -sm layer -ts 1,1 --fit off"
+    )
+
+
+def test_metal_wired_limit_is_the_capacity() -> None:
+    spec = load_model("llama-3.1-8b")
+    ask = LlamaCppAsk(n_ctx=8192, backend="metal", wired_limit_bytes=114_688 * MiB)
+    p = plan(spec, find_gpu("m4-max-128gb"), ask)
+    assert p.capacity_bytes == 112 * GiB  # 114,688 MiB
+    assert p.layout.devices[0].name == "MTL0"
+    kinds = {(b.device, b.kind) for b in p.buffers}
+    assert {("MTL0_Mapped", "model"), ("MTL0", "kv"), ("CPU", "compute")} <= kinds
+
+
+def test_refusals() -> None:
+    spec = load_model("llama-3.1-8b")
+    gpu = find_gpu("h100")
+    with pytest.raises(UnitError, match="flash attention"):
+        budget(spec, gpu, LlamaCppAsk(n_ctx=4096, type_v="q8_0", flash_attn="off"))
+    with pytest.raises(UnitError, match="tensor-split"):
+        budget(spec, gpu, LlamaCppAsk(n_ctx=4096, tensor_split=TWO))
+    with pytest.raises(UnitError, match="split-mode"):
+        budget(spec, gpu, LlamaCppAsk(n_ctx=4096, split_mode="column"))
+
+
+def test_cli_json_and_errors() -> None:
+    args = ["plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp", "-c", "8192"]
+    result = runner.invoke(app, [*args, "-ngl", "33", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["devices"][0]["kv_bytes"] == 1 * GiB
+    assert doc["command"].startswith("llama-server -m llama-3.1-8b -c 8192 -ngl 33")
+    bad = runner.invoke(app, [*args, "-ctv", "q8_0", "-fa", "off"])
+    assert bad.exit_code == 2
+    assert "flash attention" in bad.stderr
+    table = runner.invoke(app, [*args, "-tp", "2", "-sm", "row"])
+    assert table.exit_code == 0, table.output
+    assert "CUDA1" in table.stdout
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["deepseek-v2-lite", "gemma-3-27b", "gpt-oss-20b", "jamba-v0.1", "llama-4-scout"],
+)
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"n_seq_max": 3}, {"n_seq_max": 2, "kv_unified": True}, {"swa_full": True}],
+    ids=["one", "three-streams", "unified", "swa-full"],
+)
+def test_kv_split_by_layer_sums_to_the_cache(name: str, settings: dict[str, object]) -> None:
+    # MLA, sliding windows, sinks, Mamba and chunked layers: each device's share is exact
+    from kvplan.engines.llamacpp import kv_cache
+    from kvplan.engines.llamacpp_layout import layer_kv_bytes
+
+    spec = load_model(name)
+    kv = kv_cache(spec, n_ctx=8192, **settings)  # type: ignore[arg-type]
+    assert sum(layer_kv_bytes(spec, kv)) == kv.kv_cache_bytes
