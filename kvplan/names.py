@@ -182,6 +182,12 @@ OWN_ENTRIES: dict[tuple[str, str], tuple[str, str]] = {
     ),
 }
 
+# The quantization Ollama's library ships under a tag that names none (its model pages list the
+# default tag as Q4_K_M), and the families whose default build keeps the release's own weights
+# (gpt-oss ships its MXFP4 experts as released).
+OLLAMA_DEFAULT_QUANT = "q4_k_m"
+OLLAMA_NATIVE_WEIGHTS = frozenset({"gpt-oss"})
+
 # Ollama library families -> catalog names ({size} is the tag's size). Ollama's default tags
 # are the instruct releases: every family here has its instruct release aliased in the catalog
 # or listed in CHECKED_VARIANTS. Families whose Ollama build differs (llama4, mistral-nemo,
@@ -412,6 +418,10 @@ def _read_ollama(state: _State, key: str) -> Reading:
             raise NameRefusedError(
                 state.typed, f"the Ollama tag part {part!r} is not understood", [name]
             )
+    if state.fmt is None and family not in OLLAMA_NATIVE_WEIGHTS:
+        # A tag without a quantization is Ollama's default build of the model: Q4_K_M.
+        state.lines.append("no quantization in the tag: Ollama's default build, q4_K_M")
+        _gguf_format(state, OLLAMA_DEFAULT_QUANT)
     state.lines.append(f"read as {name}")
     weight = state.fmt.weight_dtype if state.fmt else None
     return Reading(name, weight, tuple(state.lines))
