@@ -157,7 +157,7 @@ def test_a_config_only_folder_plans(name: str, tmp_path: Path) -> None:
     assert imported.exit_code == 0, imported.output
     assert "num_parameters computed from the config's shapes" in imported.output
     line = import_config(folder).spec.provenance[0]
-    assert line.endswith("(no weights in the folder)") or "active per token" in line
+    assert "(no weights in the folder)" in line or "active per token" in line
 
 
 NO_WEIGHTS = {

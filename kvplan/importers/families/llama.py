@@ -1,5 +1,5 @@
-"""Llama and the configs read like it: Mistral, Ministral 3, Mixtral, Cohere, OLMo 2, StarCoder2,
-InternLM2 and InternLM3.
+"""Llama and the configs read like it: Mistral, Ministral 3 (Devstral 2), Mixtral, Cohere, OLMo 2,
+StarCoder2, InternLM2 and InternLM3.
 
 They all state ``num_key_value_heads`` (absent: one K/V head per head), ``head_dim`` or leave
 it to ``hidden_size / num_attention_heads``, and a ``sliding_window`` that, when stated,
@@ -37,6 +37,20 @@ def _layers_mistral(r: Reading, n: int) -> None:
 
 
 _MISTRAL = Rule(layers=_layers_mistral, defaults={"sliding_window": 4096})
+
+# Ministral3Config defaults (configuration_ministral3.py) for the keys that size the cache or
+# the weights; its sliding_window defaults to None (no window), unlike MistralConfig's.
+_MINISTRAL3 = {
+    "vocab_size": 131072,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 34,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 262144,
+    "tie_word_embeddings": False,
+}
 
 # PixtralVisionConfig defaults (configuration_pixtral.py).
 _PIXTRAL = {
@@ -124,6 +138,15 @@ register(
     UNIFORM_KINDS,
     "read as llama; the experts share one cache",
     architectures=("MixtralForCausalLM",),
+)
+register(
+    FAMILY,
+    "ministral3",
+    Rule(defaults=_MINISTRAL3),
+    UNIFORM_KINDS,
+    "Ministral 3 / Devstral 2: read as llama (vLLM serves Ministral3ForCausalLM with its mistral"
+    " model); Ministral3Config defaults: 8 K/V heads, head_dim 128, no sliding_window",
+    architectures=("Ministral3ForCausalLM",),
 )
 register_wrapper(
     FAMILY,

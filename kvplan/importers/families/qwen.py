@@ -1,12 +1,16 @@
-"""Qwen 2, 2.5, 3 (dense and MoE), Qwen3-Next, and Xiaomi's MiMo (a Qwen2 with MTP layers).
+"""Qwen 2, 2.5, 3 (dense and MoE), Qwen3-Next, Qwen3.5 (dense and MoE, with vision), and Xiaomi's
+MiMo (a Qwen2 with MTP layers).
 
 Qwen2-style configs carry a ``sliding_window`` that ``use_sliding_window: false`` switches off
 (Qwen2.5 states 131072 and never slides); when on, layers from ``max_window_layers`` slide.
 Qwen3-Next interleaves gated-delta linear attention with full attention every
-``full_attention_interval`` layers (default 4: three linear, then one full).
+``full_attention_interval`` layers (default 4: three linear, then one full); Qwen3.5 does the
+same (its config states ``layer_types``), with a vision tower around the text model.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from kvplan.importers.parameters import (
     Count,
@@ -20,9 +24,10 @@ from kvplan.importers.parameters import (
     plain,
     shapes,
     size,
+    vision,
 )
-from kvplan.importers.reading import Reading, as_list, whole
-from kvplan.importers.registry import register
+from kvplan.importers.reading import Config, Reading, as_list, mapping, whole
+from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit, pattern_every
 
 FAMILY = "qwen"
@@ -104,10 +109,10 @@ def _count_qwen(r: Reading) -> Count:
     )
 
 
-def _count_qwen3_next(r: Reading) -> Count:
-    """Qwen3-Next: gated full attention (q_proj doubled for the output gate, q/k norms) or a
-    gated delta net (``linear_*``), then the MoE block; two RMSNorms a layer. The
-    multi-token-prediction layers are not counted."""
+def _hybrid(r: Reading, ffn: list[Count]) -> Count:
+    """Qwen3-Next and Qwen3.5 layers: gated full attention (q_proj doubled for the output
+    gate, q/k norms) or a gated delta net (``linear_*``), then ``ffn[i]``; two RMSNorms a
+    layer. The multi-token-prediction layers are not counted."""
     s = shapes(r)
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     bias = flag(r, "attention_bias")
@@ -121,12 +126,66 @@ def _count_qwen3_next(r: Reading) -> Count:
         size(r, "linear_value_head_dim"),
         size(r, "linear_conv_kernel_dim"),
     )
-    dense, sparse = _ffn(r, s.hidden)
     layers = Count()
-    for kind, is_sparse in zip(r.spec["layer_types"], _is_sparse(r, s.layers), strict=True):
+    for kind, mlp_part in zip(r.spec["layer_types"], ffn, strict=True):
         mixer = full if kind == "full_attention" else delta
-        layers += mixer + (sparse if is_sparse else dense) + norm(s.hidden).times(2)
+        layers += mixer + mlp_part + norm(s.hidden).times(2)
     return decoder(s, layers)
+
+
+def _count_qwen3_next(r: Reading) -> Count:
+    """Qwen3-Next: the hybrid layers with the MoE block where ``_is_sparse``."""
+    dense, sparse = _ffn(r, size(r, "hidden_size"))
+    n = size(r, "num_hidden_layers")
+    return _hybrid(r, [sparse if is_sparse else dense for is_sparse in _is_sparse(r, n)])
+
+
+def _count_qwen3_5(r: Reading) -> Count:
+    """Qwen3.5: the hybrid layers with a gated MLP of ``intermediate_size`` in every layer;
+    Qwen3.5-MoE (vLLM's Qwen3_5DecoderLayer by model_type) with the sparse block in every
+    layer: routed experts, a shared expert and its gate (``mlp_only_layers`` unread)."""
+    hidden, n = size(r, "hidden_size"), size(r, "num_hidden_layers")
+    if r.model_type == "qwen3_5_moe_text":
+        shared = size(r, "shared_expert_intermediate_size")
+        width, active = size(r, "moe_intermediate_size"), size(r, "num_experts_per_tok")
+        part = moe(hidden, width, size(r, "num_experts"), active, shared) + plain(hidden)
+    else:
+        part = mlp(hidden, size(r, "intermediate_size"))
+    return _hybrid(r, [part] * n)
+
+
+# Qwen3_5VisionConfig defaults (configuration_qwen3_5.py; Qwen3.5-MoE's are the same).
+_QWEN3_5_VISION = {
+    "depth": 27,
+    "hidden_size": 1152,
+    "intermediate_size": 4304,
+    "in_channels": 3,
+    "patch_size": 16,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "out_hidden_size": 3584,
+    "num_position_embeddings": 2304,
+}
+
+
+def _count_qwen3_5_vision(config: Config, text_hidden: int) -> Count:
+    """Qwen3.5's vision tower: a Conv3d patch embedding with bias, a learned position table,
+    ``depth`` blocks (two LayerNorms, biased qkv and proj, a biased fc1/fc2 MLP) and the patch
+    merger (LayerNorm, fc1 over ``spatial_merge_size``^2 patches, fc2 to ``out_hidden_size``,
+    which released configs state as the text width; the class default 3584 otherwise)."""
+    tower = mapping(config.get("vision_config"), "vision_config")
+    v = Reading("qwen3_5_vision", tower, _QWEN3_5_VISION)
+    h, inner = size(v, "hidden_size"), size(v, "intermediate_size")
+    patch, frames = size(v, "patch_size"), size(v, "temporal_patch_size")
+    merged = h * size(v, "spatial_merge_size") ** 2
+    embed = plain(size(v, "in_channels") * frames * patch * patch * h + h)
+    embed += plain(size(v, "num_position_embeddings") * h)
+    block = plain(4 * h) + linear(h, 3 * h, True) + linear(h, h, True)
+    block += linear(h, inner, True) + linear(inner, h, True)
+    merger = plain(2 * h) + linear(merged, merged, True)
+    merger += linear(merged, size(v, "out_hidden_size"), True)
+    del text_hidden  # the projection's width is out_hidden_size, stated or the class default
+    return vision(embed + block.times(size(v, "depth")) + merger)
 
 
 _QWEN2 = Rule(layers=_layers_qwen2, parameters=_count_qwen)
@@ -161,4 +220,81 @@ register(
     UNIFORM_KINDS,
     "MiMo: read as qwen2 (vLLM's MiMoModel extends Qwen2Model); MTP layers not counted",
     architectures=("MiMoForCausalLM",),
+)
+
+# Qwen3_5TextConfig / Qwen3_5MoeTextConfig defaults (configuration_qwen3_5*.py) for the keys that
+# size the cache or the weights.
+_QWEN3_5_SHARED = {
+    "full_attention_interval": 4,
+    "vocab_size": 248320,
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 16,
+    "head_dim": 256,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "tie_word_embeddings": False,
+}
+_QWEN3_5_DENSE = _QWEN3_5_SHARED | {
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 4,
+}
+_QWEN3_5_MOE = _QWEN3_5_SHARED | {
+    "hidden_size": 2048,
+    "num_hidden_layers": 40,
+    "num_key_value_heads": 2,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "num_experts_per_tok": 8,
+    "num_experts": 256,
+}
+
+
+def _qwen3_5_rule(defaults: Mapping[str, object]) -> Rule:
+    """Qwen3.5 reads like Qwen3-Next: vLLM's qwen3_5.py builds Qwen3NextAttention and the gated
+    delta net from layer_types and sizes the recurrent state from the same linear_* keys."""
+    return Rule(
+        layers=_layers_qwen3_next, extra=_LINEAR, defaults=defaults, parameters=_count_qwen3_5
+    )
+
+
+_QWEN3_5_NOTES = (
+    "Qwen3_5TextConfig / Qwen3_5MoeTextConfig: layer_types, else linear attention with full"
+    " every full_attention_interval (4) layers; linear_* state; vLLM qwen3_5.py"
+)
+register(
+    FAMILY,
+    "qwen3_5_text",
+    _qwen3_5_rule(_QWEN3_5_DENSE),
+    ("full_attention", "linear_attention"),
+    _QWEN3_5_NOTES,
+    architectures=("Qwen3_5ForCausalLM",),
+)
+register(
+    FAMILY,
+    "qwen3_5_moe_text",
+    _qwen3_5_rule(_QWEN3_5_MOE),
+    ("full_attention", "linear_attention"),
+    _QWEN3_5_NOTES + " (every layer MoE)",
+    architectures=("Qwen3_5MoeForCausalLM",),
+)
+register_wrapper(
+    FAMILY,
+    "qwen3_5",
+    "qwen3_5_text",
+    "Qwen3.5 with vision (vLLM: Qwen3_5ForConditionalGeneration): the text model in text_config",
+    vision=_count_qwen3_5_vision,
+    engines=("vllm",),
+)
+register_wrapper(
+    FAMILY,
+    "qwen3_5_moe",
+    "qwen3_5_moe_text",
+    "Qwen3.5-MoE with vision (vLLM: Qwen3_5MoeForConditionalGeneration): text in text_config",
+    vision=_count_qwen3_5_vision,
+    engines=("vllm",),
 )
