@@ -238,7 +238,7 @@ def _to_gpu(entry: Any) -> GPU:
 _LABEL = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
 
 
-def _check_label(value: str) -> str:
+def check_label(value: str) -> str:
     """A name typed after ``--gpu``: lower case, as ``find_gpu`` compares them."""
     if not _LABEL.fullmatch(value):
         raise ValueError(
@@ -302,7 +302,7 @@ def _file_model() -> tuple[Any, frozenset[str]]:
 
     from kvplan.validation import field_names
 
-    label = Annotated[str, AfterValidator(_check_label)]
+    label = Annotated[str, AfterValidator(check_label)]
     text = Annotated[str, Field(min_length=1)]
     positive = Annotated[StrictInt, Field(gt=0)]
 

@@ -207,10 +207,10 @@ def _file_model() -> tuple[Any, frozenset[str]]:
 
     from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-    from kvplan.hardware import _check_label
+    from kvplan.hardware import check_label
     from kvplan.validation import field_names
 
-    label = Annotated[str, AfterValidator(_check_label)]
+    label = Annotated[str, AfterValidator(check_label)]
     text = Annotated[str, Field(min_length=1)]
     positive = Annotated[StrictInt, Field(gt=0)]
 
