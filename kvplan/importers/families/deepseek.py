@@ -22,7 +22,7 @@ from kvplan.importers.parameters import (
     size,
 )
 from kvplan.importers.reading import Reading
-from kvplan.importers.registry import register
+from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import UNIFORM_KINDS, Rule
 
 FAMILY = "deepseek"
@@ -103,4 +103,12 @@ register(
     UNIFORM_KINDS,
     "DeepSeek V1: num_key_value_heads of hidden_size / heads (vLLM deepseek_v2.py, no MLA)",
     architectures=("DeepseekForCausalLM",),
+)
+register_wrapper(
+    FAMILY,
+    "kimi_k25",
+    "kimi_k2",
+    "Kimi K2.5 with vision (vLLM: KimiK25ForConditionalGeneration): DeepSeek V3 in text_config;"
+    " the vision tower is not counted",
+    engines=("vllm",),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count, decoder, mlp, norm, shapes, size
 from kvplan.importers.reading import Reading, whole
-from kvplan.importers.registry import register
+from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
 from kvplan.units import abbreviate
 
@@ -90,4 +90,20 @@ register(
     ("full_attention", "sliding_attention"),
     "layer_types, else sliding_window_pattern (default 4, or an L/G string); no window: global",
     architectures=("Exaone4ForCausalLM",),
+)
+# Exaone4_5_Config reads a text_config of model_type exaone4_5_text as exaone4.
+register(
+    FAMILY,
+    "exaone4_5_text",
+    Rule(layers=_layers_exaone4, defaults=_EXAONE4, parameters=_count_exaone4),
+    ("full_attention", "sliding_attention"),
+    "EXAONE 4.5's text model: read as exaone4 (Exaone4_5_Config maps it so)",
+)
+register_wrapper(
+    FAMILY,
+    "exaone4_5",
+    "exaone4",
+    "EXAONE 4.5 with vision (vLLM: Exaone4_5_ForConditionalGeneration): text in text_config;"
+    " the vision tower is not counted",
+    engines=("vllm",),
 )

@@ -94,7 +94,7 @@ def _count_cohere(r: Reading) -> Count:
     return decoder(s, layer.times(s.layers))
 
 
-def _count_olmo2(r: Reading) -> Count:
+def count_olmo2(r: Reading) -> Count:
     """OLMo 2: norms after attention and after the MLP (no input norm), and RMSNorms over all
     of q and all of k."""
     s = shapes(r)
@@ -163,7 +163,7 @@ register(
     "Command R: read as llama",
     architectures=("CohereForCausalLM",),
 )
-register(FAMILY, "olmo2", Rule(parameters=_count_olmo2), UNIFORM_KINDS, "OLMo 2: read as llama")
+register(FAMILY, "olmo2", Rule(parameters=count_olmo2), UNIFORM_KINDS, "OLMo 2: read as llama")
 register(
     FAMILY,
     "starcoder2",
