@@ -467,6 +467,9 @@ class Comparison:
     max_concurrency: int | None
     decode_tokens_per_second: Fraction | None  # one sequence, estimate
     note: str
+    # the same step plus the TP communication over the system's links (None: not estimated)
+    decode_tokens_per_second_with_communication: Fraction | None = None
+    system: str | None = None  # the catalog system whose links carry it
 
 
 def compare(
@@ -477,9 +480,13 @@ def compare(
     tensor_parallel_size: int = 1,
     kv_cache_dtype: str | None = None,
     engine: str = "ideal",
+    system: System | str | None = None,
 ) -> list[Comparison]:
     """Each model's KV bytes per token and at ``context_tokens``, in the cache dtype ``engine``
-    serves it in; with a ``gpu`` also the sequences that fit and one sequence's decode speed."""
+    serves it in; with a ``gpu`` also the sequences that fit and one sequence's decode speed,
+    and that speed with the step's all-reduce over ``system``'s links added
+    (``kvplan.planner.throughput.communication``; by default, with more than one GPU, the
+    GPU's first catalog system; None where no system is known)."""
     from kvplan.estimator import estimate
 
     if isinstance(models, str) or not isinstance(models, Sequence):
@@ -489,12 +496,13 @@ def compare(
     tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
     engine = _engine(engine)
     kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
+    linked = None if device is None else _system(system, device, tp)
     rows = []
     for given in models:
         spec = _spec(given)
         dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype)
         k, v = dtypes.k.name, dtypes.v.name
-        fit = speed = None
+        fit = speed = linked_speed = None
         notes = []
         trained = spec.max_position_embeddings
         if trained is not None and tokens > trained:
@@ -503,7 +511,9 @@ def compare(
             fit = fit_concurrency(spec, device, tokens, tp, kv_cache_dtype, engine)
             m = rank_model(spec, tp, kv_cache_dtype, None, None, engine)
             bw, ce = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
-            speed = decode_step(m, device, 1, tokens, bw, ce).tokens_per_second(estimated=True)
+            step = decode_step(m, device, 1, tokens, bw, ce)
+            speed = step.tokens_per_second(estimated=True)
+            linked_speed = _with_communication(spec, step, linked, tp)
         elif device is not None:
             notes.append("no num_parameters: weights unknown")
         rows.append(
@@ -517,6 +527,22 @@ def compare(
                 max_concurrency=fit,
                 decode_tokens_per_second=speed,
                 note="; ".join(notes),
+                decode_tokens_per_second_with_communication=linked_speed,
+                system=None if linked is None else linked.name,
             )
         )
     return rows
+
+
+def _with_communication(
+    spec: ModelSpec, step: DecodeStep, system: System | None, tp: int
+) -> Fraction | None:
+    """One sequence's decode speed with the step's TP all-reduce added (estimate); None for
+    more than one GPU and no system to carry it."""
+    if system is None and tp > 1:
+        return None
+    from kvplan.planner.throughput import communication
+
+    extra = communication(spec, system, step.batch_size, tp, 1, 1).seconds
+    seconds = step.estimate_seconds + extra
+    return Fraction(step.batch_size) / seconds if seconds else None

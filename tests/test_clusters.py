@@ -3,15 +3,20 @@ replicas, data-parallel attention with expert parallelism."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from kvplan.catalog import load_model
+from kvplan.cli import app
 from kvplan.errors import SpecError, UnitError
 from kvplan.planner.api import plan_cluster
+from kvplan.planner.cluster import Candidate, search_cluster
+from kvplan.planner.deployment import Deployment
 from kvplan.planner.pool import fits, routed_expert_bytes, shared_blocks
 from kvplan.planner.throughput import decode_round
 from kvplan.systems import UnknownSystemError, find_system, list_systems, load_systems
@@ -223,3 +228,86 @@ def test_tp_plan_keeps_its_replica_fields() -> None:
     best = found.best
     assert best is not None
     assert replace(best.plan, replicas=1).num_gpus == best.plan.tensor_parallel_size
+
+
+# -- prefill/decode disaggregation ------------------------------------------------------------
+
+
+def _pd_search(model: str, length: int, n: int, prompt: int, top: int = 5) -> list[Candidate]:
+    system = find_system("hgx-h100")
+    d = Deployment(load_model(model), system.gpu)
+    return list(search_cluster(d, [system], length, n, disaggregate=prompt, top=top).candidates)
+
+
+def test_disaggregated_llama_70b_is_a_prefill_node_beside_the_decode_node() -> None:
+    # Decode pool: 8 requests of 128K = one node of TP 8 holding 10 (the case above).
+    # Prefill pool: 8,192 batched tokens // 8,192-token prompts = 1 prompt in flight: one
+    # 8K prompt is 80 x 2 x 128 x 2 B x 8 heads x 8,192 = 2.7 GB of cache, held by one node
+    # (HGX H100 rents by node). Together 2 nodes, 16 GPUs: 8 more than the decode pool alone.
+    found = _pd_search("llama-3.1-70b", 131072, 8, 8192)
+    (pd,) = [c for c in found if c.prefill is not None]
+    assert pd.prefill is not None
+    assert pd.shape == "P/D: prefill 8 GPUs + decode 8 GPUs"
+    assert (pd.billed_gpus, pd.num_nodes, pd.held_requests) == (16, 2, 10)
+    assert pd.prefill_prompts == 1
+    assert pd.prefill.plan.max_model_len == 8192
+    assert pd.loses_because == "8 more GPUs; 1 more node"
+    assert found[0].prefill is None
+    assert found[0].billed_gpus == 8
+
+
+@pytest.mark.parametrize(
+    ("model", "length", "n", "prompt", "prompts"),
+    [
+        ("llama-3.1-70b", 131072, 8, 2048, 4),  # 8,192 // 2,048 = 4 prompts in flight
+        ("llama-3.1-8b", 32768, 64, 1024, 8),  # 8,192 // 1,024 = 8
+        ("deepseek-v3", 32768, 64, 32768, 1),  # a prompt above the batch: 1, chunked
+    ],
+)
+def test_each_pool_holds_its_share_and_one_more_does_not(
+    model: str, length: int, n: int, prompt: int, prompts: int
+) -> None:
+    found = _pd_search(model, length, n, prompt, top=1)  # listed although it ranks below
+    (pd,) = [c for c in found if c.prefill is not None]
+    assert pd.prefill is not None
+    assert pd.prefill_prompts == prompts
+    for pool, tokens, needed in ((pd, length, n), (pd.prefill, prompt, prompts)):
+        p = pool.plan
+        assert p.max_model_len == tokens
+        shared = shared_blocks(0, tokens, p.block_size)
+        held = p.max_concurrency or 0
+        assert fits(p.stages, tokens, held, shared, p.block_size)
+        assert not fits(p.stages, tokens, held + 1, shared, p.block_size)
+        assert pool.held_requests >= needed
+    # each pool in whole nodes of 8
+    assert pd.prefill.billed_gpus % 8 == 0
+    assert (pd.billed_gpus - pd.prefill.billed_gpus) % 8 == 0
+
+
+def test_disaggregate_needs_a_prompt_within_the_length() -> None:
+    system = find_system("hgx-h100")
+    d = Deployment(load_model("llama-3.1-8b"), system.gpu)
+    with pytest.raises(UnitError, match="disaggregate: a prompt of 1 to 8,192 tokens"):
+        search_cluster(d, [system], 8192, 1, disaggregate=16384)
+
+
+def test_disaggregate_option_needs_length_and_concurrency() -> None:
+    result = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "-g", "h100", "--disaggregate", "4K"])
+    assert result.exit_code == 2
+    assert "--disaggregate" in result.output
+
+
+def test_disaggregate_option_lists_the_prefill_pool() -> None:
+    # As test_disaggregated_llama_70b_is_a_prefill_node_beside_the_decode_node: 1 prompt of
+    # 8K in one node beside the decode node of TP 8: 16 GPUs, 2 nodes.
+    args = ["plan", "llama-3.1-70b", "-g", "h100", "--max-model-len", "128K"]
+    args += ["--concurrency", "8", "--disaggregate", "8K", "-f", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["candidates"][0]["prefill_pool"] is None
+    (pd,) = [c for c in doc["candidates"] if c["prefill_pool"] is not None]
+    assert pd["shape"] == "P/D: prefill 8 GPUs + decode 8 GPUs"
+    assert (pd["billed_gpus"], pd["num_nodes"]) == (16, 2)
+    assert pd["prefill_pool"]["prompts_in_flight"] == 1
+    assert pd["prefill_pool"]["prompt_tokens"] == 8192

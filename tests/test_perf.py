@@ -609,3 +609,59 @@ def test_a_zero_context_names_the_option(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "-c", "0"])
     assert result.exit_code == 2
     assert result.stderr == "kvplan: error: --context: must be at least 1 token, got 0\n"
+
+
+# -- compare: the all-reduce of each step over the system's links -----------------------------
+
+
+def test_compare_adds_the_tensor_parallel_all_reduce_of_one_step() -> None:
+    # Llama 3.1 70B, TP 8 on HGX H100 (450 GB/s a GPU), one sequence: a message is
+    # 1 x 8,192 x 2 B; a ring moves 2 x 7/8 of it = 28,672 B, 2 a layer, 80 layers:
+    # 160 x 28,672 B / 450e9 B/s added to the step.
+    (row,) = compare(["llama-3.1-70b"], "8K", H100, tensor_parallel_size=8)
+    assert row.system == "hgx-h100"
+    assert row.decode_tokens_per_second is not None
+    assert row.decode_tokens_per_second_with_communication is not None
+    added = 1 / row.decode_tokens_per_second_with_communication - 1 / row.decode_tokens_per_second
+    assert added == Fraction(160 * 28_672, 450 * 10**9)
+
+
+def test_compare_with_a_named_system_uses_its_links() -> None:
+    # Llama 3.1 8B, TP 2 on HGX B200 links (900 GB/s): 2 x 1/2 x 4,096 x 2 B = 8,192 B a
+    # ring, 2 a layer x 32 layers = 64 x 8,192 B / 900e9 B/s.
+    (row,) = compare(["llama-3.1-8b"], 8192, H100, tensor_parallel_size=2, system="hgx-b200")
+    assert row.system == "hgx-b200"
+    assert row.decode_tokens_per_second is not None
+    assert row.decode_tokens_per_second_with_communication is not None
+    added = 1 / row.decode_tokens_per_second_with_communication - 1 / row.decode_tokens_per_second
+    assert added == Fraction(64 * 8_192, 900 * 10**9)
+
+
+def test_compare_on_one_gpu_adds_nothing_and_without_a_system_says_none() -> None:
+    (one,) = compare(["llama-3.1-8b"], 8192, H100)
+    assert one.system is None  # one GPU: nothing to carry
+    assert one.decode_tokens_per_second_with_communication == one.decode_tokens_per_second
+    (a100,) = compare(["llama-3.1-8b"], 8192, "a100", tensor_parallel_size=2)
+    assert a100.system is None  # no catalog system of the A100: not estimated
+    assert a100.decode_tokens_per_second_with_communication is None
+
+
+def test_compare_cli_shows_the_speed_with_communication() -> None:
+    args = ["compare", "llama-3.1-70b", "llama-3.1-8b", "-g", "h100", "-tp", "8", "-c", "8K"]
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "with comm. (est.)" in table.output
+    plain = runner.invoke(app, ["compare", "llama-3.1-70b", "llama-3.1-8b", "-g", "h100"])
+    assert "with comm." not in plain.output  # one GPU, no --system: nothing to add
+    doc = json.loads(runner.invoke(app, [*args, "-f", "json"]).output)
+    assert doc["system"] == "hgx-h100"
+    first = doc["models"][0]
+    # 160 x 28,672 B / 450 GB/s = 10.19 us more per token of one sequence
+    added = (
+        1 / first["decode_tokens_per_second_with_communication"]
+        - 1 / first["decode_tokens_per_second"]
+    )
+    assert added == pytest.approx(160 * 28_672 / 450e9, rel=1e-6)
+    bad = runner.invoke(app, [*args, "--system", "nope"])
+    assert bad.exit_code == 2
+    assert "unknown system" in bad.output

@@ -71,6 +71,16 @@ PricesFileOpt = Annotated[
         show_default=False,
     ),
 ]
+DisaggregateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--disaggregate",
+        help="Also plan prefill/decode disaggregation for prompts of this many tokens (4K): a"
+        " prefill pool for the --max-num-batched-tokens worth of prompts in flight and a"
+        " decode pool for the requests, each in whole nodes.",
+        show_default=False,
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -85,12 +95,20 @@ class ClusterAsk:
     top: int | None
     price: list[str] | None
     prices: str | None
+    disaggregate: str | None = None  # prompt tokens of the P/D candidate (--disaggregate)
 
     def wanted(self, gpu: str | None, *, fewest_gpus: bool) -> bool:
         """True when a cluster option is given, several GPUs are named, or the question is
         the fewest GPUs (``fewest_gpus``: a length and a concurrency, the ideal engine, no
         -tp/-pp, no given memory) on a GPU that a catalog system is built of."""
-        given = (self.system, self.gpus_per_node, self.nodes, self.objective, self.top)
+        given = (
+            self.system,
+            self.gpus_per_node,
+            self.nodes,
+            self.objective,
+            self.top,
+            self.disaggregate,
+        )
         if any(v is not None for v in given) or self.price or self.prices:
             return True
         if gpu is not None and "," in gpu:
@@ -109,9 +127,13 @@ class ClusterAsk:
 
         if settings.get("max_model_len") is None or settings.get("concurrency") is None:
             raise UnitError(
-                "a deployment in nodes (--system, --nodes, --objective, --top, --price, several"
-                " GPUs) needs both --max-model-len and --concurrency"
+                "a deployment in nodes (--system, --nodes, --objective, --top, --price,"
+                " --disaggregate, several GPUs) needs both --max-model-len and --concurrency"
             )
+        if self.disaggregate is not None:
+            from kvplan.cli.common import tokens_option
+
+            settings["disaggregate"] = tokens_option("--disaggregate", self.disaggregate)
         return plan_cluster(
             spec,
             gpu,

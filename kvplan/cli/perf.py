@@ -153,13 +153,15 @@ def compare(
         str | None, gpu_option("Adds max concurrency and the decode bound on it.")
     ] = None,
     tensor_parallel_size: TpOpt = 1,
+    system: PerfSystemOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "ideal",
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Models side by side: the cache dtype each is served in (and why), KV bytes per token and
     per sequence at --context, and with --gpu the most sequences that fit and one sequence's
-    decode speed (estimate at 80% bandwidth)."""
+    decode speed (estimate at 80% bandwidth); with -tp or --system also that speed with the
+    all-reduce of each step over the system's links."""
 
     def run() -> None:
         from kvplan.hardware import find_gpu
@@ -175,17 +177,29 @@ def compare(
             tensor_parallel_size=tensor_parallel_size,
             kv_cache_dtype=auto_none(kv_cache_dtype),
             engine=engine,
+            system=system,
         )
         name, shown = (device.name, device.display_name) if device else (None, None)
         emit(
             output,
             lambda: views.compare_to_dict(
-                tokens, name, rows, engine=engine, tensor_parallel_size=tensor_parallel_size
+                tokens,
+                name,
+                rows,
+                engine=engine,
+                tensor_parallel_size=tensor_parallel_size,
             ),
-            lambda: views.compare_view(tokens, shown, rows),
+            lambda: views.compare_view(
+                tokens, shown, rows, linked=_linked(system, tensor_parallel_size)
+            ),
         )
 
     guard(run)
+
+
+def _linked(system: str | None, tensor_parallel_size: int) -> bool:
+    """Whether the compare table shows the speed with communication."""
+    return system is not None or tensor_parallel_size > 1
 
 
 class ChartKind(str, Enum):

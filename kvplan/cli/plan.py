@@ -6,6 +6,7 @@ import typer
 
 from kvplan.cli.cluster_options import (
     ClusterAsk,
+    DisaggregateOpt,
     GpusPerNodeOpt,
     NodesOpt,
     ObjectiveOpt,
@@ -288,6 +289,7 @@ def plan_command(
     top: TopOpt = None,
     price: PriceOpt = None,
     prices: PricesFileOpt = None,
+    disaggregate: DisaggregateOpt = None,
     n_gpu_layers: NglOpt = None,
     tensor_split: TensorSplitOpt = None,
     split_mode: SplitModeOpt = "layer",
@@ -402,7 +404,16 @@ def _plan(a: dict[str, Any]) -> None:
         refuse_other_engine(a["engine"], {name: a[name] for name in _VLLM_FLAGS})
     spec = load_model(a["model"])
     common = _common(a)
-    keys = ("system", "gpus_per_node", "nodes", "objective", "top", "price", "prices")
+    keys = (
+        "system",
+        "gpus_per_node",
+        "nodes",
+        "objective",
+        "top",
+        "price",
+        "prices",
+        "disaggregate",
+    )
     cluster = ClusterAsk(*(a[k] for k in keys))
     parallel = a["tensor_parallel_size"] or a["pipeline_parallel_size"]
     given = a["gpu_memory"] or a["kv_cache_memory"] or a["lengths"]

@@ -163,6 +163,7 @@ def plan_cluster(
     block_size: int = DEFAULT_BLOCK_SIZE,
     shared_prefix_tokens: int | str = 0,
     max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    disaggregate: int | str | None = None,
 ) -> ClusterPlan:
     """The best deployments of ``spec`` holding ``concurrency`` requests of ``max_model_len``
     tokens, in whole nodes of real systems (``kvplan.planner.cluster``), ranked by
@@ -171,7 +172,9 @@ def plan_cluster(
     ``gpu``: one GPU, several (``"h100,h200,mi300x"`` or a list: each on its catalog system),
     or None with ``system``. ``system`` names a catalog system (``hgx-h100``, ``gb200-nvl72``);
     ``gpus_per_node`` overrides its node size; ``nodes`` caps the nodes. ``prices``
-    (``"h100=2.49"``) and ``prices_file`` replace the bundled list prices. Raises UnitError,
+    (``"h100=2.49"``) and ``prices_file`` replace the bundled list prices. ``disaggregate``:
+    prompts of this many tokens; a prefill/decode disaggregated candidate is listed too.
+    Raises UnitError,
     UnknownGPUError or UnknownSystemError for a bad argument.
     """
     from kvplan.costs import load_prices, parse_price_overrides
@@ -211,6 +214,9 @@ def plan_cluster(
         prices=given,
         max_nodes=nodes,
         shared_prefix=as_tokens(shared_prefix_tokens, "shared_prefix_tokens"),
+        disaggregate=None
+        if disaggregate is None
+        else as_tokens(disaggregate, "disaggregate", minimum=1),
     )
 
 

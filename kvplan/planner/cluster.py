@@ -11,6 +11,12 @@ The shapes searched, on a system of ``g`` GPUs a node (``kvplan.systems``):
 - ``DP-attention + EP`` (models with fewer active than total parameters): ``ep`` GPUs, each
   serving its own requests (attention and cache whole, so an MLA latent is stored once, not
   once per TP rank), the routed experts split ``ep`` ways (``pool.routed_expert_bytes``).
+- ``P/D`` (prefill/decode disaggregation, when asked): a prefill pool holding the prompts in
+  flight (``max_num_batched_tokens // prompt`` prompts, at least one) at the prompt length,
+  and a decode pool holding the requests at the full length, each the best shape above for
+  its role, each in whole nodes. kvplan models no prefill interference on decode, so the
+  decode pool alone always holds the same requests on fewer GPUs: under every objective a
+  P/D candidate ranks below it, and is listed because it was asked for.
 
 Where the system rents by node, the answer fills its nodes: the GPUs paid for serve replicas.
 Each candidate is a ``Plan`` of one replica solved exactly (``solve``): it holds its requests
@@ -50,10 +56,17 @@ class Candidate:
     price: Price | None
     step: StepTime | None  # one decode round of one replica at its share of the requests
     loses_because: str = ""  # why it ranks below the first; empty for the first
+    #: P/D: the prefill pool (its plan holds prompts at the prompt length); this candidate is
+    #: then the decode pool, its nodes and GPUs counting both pools.
+    prefill: Candidate | None = None
+    prefill_prompts: int = 0  # P/D: the prompts in flight the prefill pool was sized for
 
     @property
     def shape(self) -> str:
         p = self.plan
+        if self.prefill is not None:
+            pre = self.prefill.billed_gpus
+            return f"P/D: prefill {pre} GPUs + decode {self.billed_gpus - pre} GPUs"
         if p.expert_parallel_size > 1:
             return f"DP-attention {p.replicas} + EP {p.expert_parallel_size}"
         return (
@@ -114,18 +127,34 @@ def search_cluster(
     prices: Sequence[Price] = (),
     max_nodes: int | None = None,
     shared_prefix: int = 0,
+    disaggregate: int | None = None,
 ) -> ClusterPlan:
     """The best ``top`` deployments of ``d``'s model on ``systems`` holding ``n`` requests of
-    ``length`` tokens, ranked by ``objective`` (``OBJECTIVES``), at most ``max_nodes`` nodes."""
+    ``length`` tokens, ranked by ``objective`` (``OBJECTIVES``), at most ``max_nodes`` nodes.
+    ``disaggregate``: prompts of this many tokens; the best P/D candidate of each system is
+    ranked too and the best of them always listed."""
     if objective not in OBJECTIVES:
         raise UnitError(f"objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    if disaggregate is not None and not 1 <= disaggregate <= length:
+        raise UnitError(f"disaggregate: a prompt of 1 to {length:,} tokens, not {disaggregate}")
     found: list[Candidate] = []
+    split: list[Candidate] = []
     for system in systems:
         here = replace(d, gpu=system.gpu)
-        for p in _shapes(here, system, length, n, shared_prefix, max_nodes):
-            found.append(_candidate(p, system, length, n, prices, d))
-    ranked = sorted(found, key=lambda c: _key(c, objective))
-    shown = _explained(_distinct(ranked)[: max(1, top)], objective)
+        own = [
+            _candidate(p, system, length, n, prices, d)
+            for p in _shapes(here, system, length, n, shared_prefix, max_nodes)
+        ]
+        found.extend(own)
+        if disaggregate is not None and own:
+            pd = _disaggregated(here, system, own, disaggregate, objective, prices, max_nodes)
+            split.extend([] if pd is None else [pd])
+    ranked = _distinct(sorted([*found, *split], key=lambda c: _key(c, objective)))
+    kept = ranked[: max(1, top)]
+    if split and not any(c.prefill is not None for c in kept):
+        best_split = min(split, key=lambda c: _key(c, objective))
+        kept = [*kept[: max(1, top) - 1], best_split] if len(kept) > 1 else [*kept, best_split]
+    shown = _explained(kept, objective)
     names = ", ".join(s.name for s in systems)
     if not shown:
         message = (
@@ -191,6 +220,37 @@ def _expert_parallel(
         if (one.max_concurrency or 0) * ep >= n:
             return [replace(one, replicas=ep)]
     return []
+
+
+def _disaggregated(
+    d: Deployment,
+    system: System,
+    decode: list[Candidate],
+    prompt: int,
+    objective: str,
+    prices: Sequence[Price],
+    max_nodes: int | None,
+) -> Candidate | None:
+    """The best decode pool of ``decode`` beside the best prefill pool for the prompts in
+    flight (``max_num_batched_tokens // prompt``, at least one, of ``prompt`` tokens), each
+    in whole nodes; None when no prefill shape holds them or the nodes exceed ``max_nodes``."""
+    prompts = max(1, d.max_num_batched_tokens // prompt)
+    pools = [
+        replace(_candidate(p, system, prompt, prompts, prices, d), step=None)
+        for p in _shapes(d, system, prompt, prompts, 0, max_nodes)
+    ]
+    if not pools:
+        return None
+    pre = min(pools, key=lambda c: _key(c, objective))
+    dec = min(decode, key=lambda c: _key(c, objective))
+    nodes = pre.num_nodes + dec.num_nodes
+    if max_nodes is not None and nodes > max_nodes:
+        return None
+    g = system.gpus_per_node
+    pre = replace(pre, billed_gpus=pre.num_nodes * g)
+    return replace(
+        dec, num_nodes=nodes, billed_gpus=nodes * g, prefill=pre, prefill_prompts=prompts
+    )
 
 
 def _is_moe(d: Deployment) -> bool:

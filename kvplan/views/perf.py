@@ -246,12 +246,14 @@ def compare_to_dict(
     tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
     """The ``kvplan compare --format json`` document."""
+    system = next((r.system for r in rows if r.system), None)
     return {
         "schema_version": SCHEMA_VERSION,
         "context_tokens": context_tokens,
         "gpu": gpu,
         "engine": engine,
         "tensor_parallel_size": tensor_parallel_size,
+        "system": system,
         "models": [
             {
                 "model": r.model,
@@ -266,6 +268,9 @@ def compare_to_dict(
                     if r.decode_tokens_per_second is None
                     else float(r.decode_tokens_per_second)
                 ),
+                "decode_tokens_per_second_with_communication": _number(
+                    r.decode_tokens_per_second_with_communication
+                ),
                 "note": r.note,
             }
             for r in rows
@@ -273,8 +278,15 @@ def compare_to_dict(
     }
 
 
-def compare_view(context_tokens: int, gpu: str | None, rows: list[Comparison]) -> list[Any]:
-    """The table, with only the columns some model has a value in, then why each cache dtype."""
+def _number(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def compare_view(
+    context_tokens: int, gpu: str | None, rows: list[Comparison], *, linked: bool = False
+) -> list[Any]:
+    """The table, with only the columns some model has a value in (``linked``: the speed with
+    communication too), then why each cache dtype."""
     columns: list[tuple[str, list[str]]] = [
         ("model", [r.model for r in rows]),
         ("KV dtype", [r.kv_dtype for r in rows]),
@@ -298,6 +310,9 @@ def compare_view(context_tokens: int, gpu: str | None, rows: list[Comparison]) -
                 ],
             )
         )
+    if linked and any(r.decode_tokens_per_second is not None for r in rows):
+        speeds = [r.decode_tokens_per_second_with_communication for r in rows]
+        columns.append(("with comm. (est.)", ["-" if s is None else _rate(s) for s in speeds]))
     if any(r.note for r in rows):
         columns.append(("note", [r.note for r in rows]))
     where = f" on {gpu}" if gpu else ""

@@ -295,6 +295,26 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
         else f"{float(c.step.communication_seconds):.6f}",
         "usd_per_million_output_tokens": _money(c.usd_per_million_tokens),
         "loses_because": c.loses_because,
+        "prefill_pool": _prefill_pool(c),
+    }
+
+
+def _prefill_pool(c: Candidate) -> dict[str, Any] | None:
+    """P/D: the prefill pool of ``c`` (the rest of the candidate is its decode pool)."""
+    pre = c.prefill
+    if pre is None:
+        return None
+    return {
+        "prompt_tokens": pre.plan.max_model_len,
+        "prompts_in_flight": c.prefill_prompts,
+        "tensor_parallel_size": pre.plan.tensor_parallel_size,
+        "pipeline_parallel_size": pre.plan.pipeline_parallel_size,
+        "replicas": pre.plan.replicas,
+        "num_gpus": pre.plan.num_gpus,
+        "num_nodes": pre.num_nodes,
+        "billed_gpus": pre.billed_gpus,
+        "held_prompts": pre.held_requests,
+        "max_concurrency_per_replica": pre.plan.max_concurrency,
     }
 
 
