@@ -526,6 +526,46 @@ def test_prefix_caching_puts_mamba_state_in_align_mode() -> None:
     assert {page.state_blocks for page, _ in groups if page.kind == "mamba"} == {2}
 
 
+def test_prefix_caching_on_027_puts_mamba_prefix_models_in_all_mode() -> None:
+    # vLLM 0.27 (vllm/platforms/interface.py, vllm/v1/kv_cache_interface.py): the all mode
+    # raises the attention block in steps of lcm(Mamba chunk, block size) and holds
+    # cdiv(max_model_len, block) state blocks per state group.
+    # Nemotron-H 8B, float32 state: conv (8,192 + 2 x 8 x 128) x 3 x 2 B = 61,440 B + SSM
+    # 128 x 64 x 128 x 4 B = 4,194,304 B = 4,255,744 B; an attention token 8 x 128 x 2 x 2 =
+    # 4,096 B, so 1,039 tokens a state. Block size 16, chunk 128: 128 x cdiv(1,039, 128) =
+    # 1,152 tokens (the align mode would take 16 x cdiv(1,039, 16) = 1,040).
+    spec = kvplan.load_model("nemotron-h-8b")
+    cfg = vllm.config(4096, block_size=16, version="0.27", async_scheduling=False)
+    r = vllm.from_available(spec, GiB, cfg)
+    assert r.settings is not None
+    assert r.settings.mamba_cache_mode == "all"
+    assert (r.block_size, r.page_bytes) == (1152, 1152 * 4096)
+    # 1 GiB // (4 layers x 4,718,592 B) = 56 blocks; 6 state groups + 1 attention group of
+    # cdiv(4,096, 1,152) = 4 blocks = 28 a request: 2.00x, int(2 x 4,096) = 8,192 tokens
+    assert (r.num_gpu_blocks, r.blocks_per_request) == (56, 28)
+    assert (f"{float(r.max_concurrency):.2f}", r.gpu_kv_cache_tokens) == ("2.00", 8192)
+    # 20,000 tokens need 7 x cdiv(20,000, 1,152) = 126 > 56 blocks; the longest that fits
+    # needs 7 x 8 = 56 blocks: 8 x 1,152 = 9,216 tokens (no null block held before 0.29)
+    long = vllm.from_available(spec, GiB, replace(cfg, max_model_len=20_000))
+    assert long.blocks_per_request == 126
+    assert vllm.estimated_max_model_len(long) == 9216
+    # Jamba v0.1 (Mamba1, bf16): its config names no chunk, so vLLM takes 2,048; a state is
+    # (8,192 x 3 + 8,192 x 16) x 2 B = 311,296 B, 76 tokens, so blocks are 2,048 tokens
+    # (8 MiB pages). 4 GiB // (4 layers x 8 MiB) = 128 blocks; 7 state groups + 1 attention
+    # group of cdiv(8,192, 2,048) = 4 = 32 a request: 4.00x
+    jamba = vllm.from_available(
+        kvplan.load_model("jamba-v0.1"), 4 * GiB, replace(cfg, max_model_len=8192)
+    )
+    assert (jamba.block_size, jamba.page_bytes) == (2048, 8 * 2**20)
+    assert (jamba.num_gpu_blocks, jamba.blocks_per_request) == (128, 32)
+    # the 0.28 line puts both in the align mode: 2 state blocks, block 16 x cdiv(1,039, 16)
+    align = vllm.from_available(spec, GiB, replace(cfg, version="0.28"))
+    assert (align.block_size, align.settings and align.settings.mamba_cache_mode) == (
+        1040,
+        "align",
+    )
+
+
 def test_num_gpu_blocks_override_replaces_the_pool() -> None:
     # Llama 3.1 8B, 2 GiB at block size 128: 2 GiB / 16 MiB = 128 blocks, overridden to 100;
     # 64 blocks a request: 1.56x and 100 x 8,192 // 64 = 12,800 tokens (vLLM 0.32 printed the

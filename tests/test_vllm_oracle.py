@@ -188,7 +188,7 @@ def _other(refused: bool) -> list[Any]:
 
 
 def _all_mode(case: dict[str, Any]) -> bool:
-    """vLLM put the state in the all mode (0.26-0.27 with prefix caching), which kvplan refuses."""
+    """vLLM put the state in the all mode (0.26-0.27 with prefix caching)."""
     return "Mamba cache mode is set to 'all'" in case["printed"]
 
 
@@ -213,13 +213,14 @@ def test_other_releases_blocks_groups_and_printed_lines(
 ) -> None:
     if case.get("cpu_avx512_bf16") and case["fixture"] == "qwen3-next-80b-a3b":
         pytest.skip("this CPU's accelerated gated-delta-net kernel keeps the state in float32")
-    if _all_mode(case):
-        # Mamba prefix caching's all mode: a state block per block_size tokens, refused
-        with pytest.raises(kvplan.KvplanError, match="all mode"):
-            _kvplan(case, tmp_path, line)
-        return
     ours = _kvplan(case, tmp_path, line)
     assert ours.num_gpu_blocks == case["num_blocks"]
+    if _all_mode(case):
+        # the all mode: every group, state groups included, pages the aligned attention block,
+        # and a request holds cdiv(max_model_len, that block) pages of each
+        assert ours.settings is not None
+        assert ours.settings.mamba_cache_mode == "all"
+        assert {g["block_size"] for g in case["groups"]} == {ours.block_size}
     groups = case["groups"]
     assert ours.num_groups == len(groups)
     assert {g["page_size_bytes"] for g in groups} == {ours.page_bytes}
@@ -233,10 +234,6 @@ def test_other_releases_blocks_groups_and_printed_lines(
 @pytest.mark.parametrize(("line", "case"), _other(refused=True))
 def test_other_releases_refusals(line: str, case: dict[str, Any], tmp_path: Path) -> None:
     _not_run(case)
-    if _all_mode(case):
-        with pytest.raises(kvplan.KvplanError, match="all mode"):
-            _kvplan(case, tmp_path, line)
-        return
     ours = _kvplan(case, tmp_path, line)
     assert "To serve at least one request" in case["error"]
     assert ours.fit_blocks < ours.blocks_per_request

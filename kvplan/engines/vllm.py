@@ -299,6 +299,7 @@ def layout(
     cache_format = cfg.kv_cache_dtype or model_dtype.name
     state_dtype = resolve_dtype(_ssm_cache_dtype(spec, cfg) or model_dtype.name)
     tp = cfg.tensor_parallel_size
+    flags = settings(spec, cfg)
     layer_specs = align_to_state_pages(
         [
             part
@@ -306,7 +307,8 @@ def layout(
             for part in page_specs(
                 layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype
             )
-        ]
+        ],
+        flags.chunk_tokens,
     )
     if cfg.version == "0.8":
         # no hybrid manager yet: every attention layer keeps every token (one group)
@@ -323,12 +325,12 @@ def layout(
         layer_specs = [
             None if s is None else replace(s, block_size=KERNEL_BLOCK_TOKENS) for s in layer_specs
         ]
-    flags = settings(spec, cfg)
     mamba2 = spec.mamba_n_heads is not None
+    all_mode = flags.mamba_cache_mode == "all"
     layer_specs = [
         None
         if s is None
-        else replace(s, state_blocks=flags.state_blocks(mamba2))
+        else replace(s, state_blocks=flags.state_blocks(mamba2), per_block=all_mode)
         if s.kind == "mamba"
         else replace(s, in_flight=flags.in_flight_tokens)
         if s.kind in ("sliding", "chunked")

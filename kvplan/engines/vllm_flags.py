@@ -24,13 +24,22 @@ When each rule arrived (read from each release's source; kvplan/engines/vllm_ver
 ``RULES``): hybrids take prefix caching by default from v0.26.0 (vllm/config/model.py; off
 before); sliding and chunked layers reserve for the batches in flight from v0.26.0; before
 v0.28.0 prefix caching put the models that have Mamba prefix caching (``ALL_MODE_MODELS``) in
-the *all* mode, a state block per ``block_size`` tokens, which kvplan does not model (refused,
-with the way out), and the others in the align mode; the Mamba2 prefill checkpoint block
+the *all* mode and the others in the align mode; the Mamba2 prefill checkpoint block
 arrived in v0.29.0. The 0.19 to 0.25 lines take ``--enable-prefix-caching`` and
 ``--num-gpu-blocks-override`` (prefix caching on a model with recurrent state is refused
 there); ``--async-scheduling`` is modelled from the 0.27 line and ``--mamba-cache-mode`` from
 the 0.28 line. The 0.8 line takes ``--num-gpu-blocks-override`` and ``--enable-prefix-caching``
 (no recurrent state).
+
+The *all* mode (v0.26.0-v0.27.x, read from 0.27.1): a request holds a state block per
+``block_size`` tokens of ``max_model_len``, ``cdiv(max_model_len, block_size)`` per state group
+(vllm/v1/kv_cache_interface.py, ``MambaSpec.max_memory_usage_bytes``), where ``block_size`` is
+the attention block raised to hold a state page in whole Mamba chunks
+(vllm/platforms/interface.py, ``_align_hybrid_block_size``): ``unit x cdiv(state page,
+unit x attention token bytes)`` with ``unit = lcm(chunk, --block-size)`` and ``chunk`` the
+config's ``chunk_size`` or ``mamba_chunk_size``, 2,048 when it names none
+(vllm/config/model.py, ``get_mamba_chunk_size``). A model without attention keeps
+``--block-size``.
 """
 
 from __future__ import annotations
@@ -72,6 +81,18 @@ ALL_MODE_MODELS = (
     "nemotron_h",
     "zamba2",
 )
+#: the Mamba chunk of each all-mode model type, from its config's ``chunk_size`` or
+#: ``mamba_chunk_size`` (Nemotron-H 8B, 56B and Nemotron 3 Nano: 128; Falcon-H1 7B: 128;
+#: Granite 4.0-H Small: 256; Zamba2's config default: 256; Mamba2's: 256); Jamba and Mamba
+#: configs name none, so vLLM takes ``DEFAULT_MAMBA_CHUNK``
+MAMBA_CHUNK_TOKENS = {
+    "falcon_h1": 128,
+    "granitemoehybrid": 256,
+    "mamba2": 256,
+    "nemotron_h": 128,
+    "zamba2": 256,
+}
+DEFAULT_MAMBA_CHUNK = 2048
 #: lines whose Mamba2 layers hold a prefill checkpoint block in the align mode (v0.29.0)
 CHECKPOINT_BLOCK_LINES = ("0.29", "0.32")
 #: lines where async scheduling is on unless turned off (vLLM on a GPU), and where it matters
@@ -84,10 +105,11 @@ IN_FLIGHT_LINES = ("0.27", "0.28", "0.29", "0.32")
 class Settings:
     """What the flags resolve to for one model on one line.
 
-    ``mamba_cache_mode``: None for a model without recurrent state. ``state_blocks``: blocks a
-    request holds per recurrent-state group. ``in_flight_tokens``: the tokens sliding and
-    chunked layers reserve beyond their window. ``checkpoint_block``: Mamba2 layers in the
-    align mode hold a prefill checkpoint block too.
+    ``mamba_cache_mode``: None for a model without recurrent state, else ``none``, ``align``
+    or ``all``. ``state_blocks``: blocks a request holds per recurrent-state group (the all
+    mode's depend on the request's length: ``PageSpec.per_block``). ``in_flight_tokens``: the
+    tokens sliding and chunked layers reserve beyond their window. ``checkpoint_block``: Mamba2
+    layers in the align mode hold a prefill checkpoint block too.
     """
 
     enable_prefix_caching: bool
@@ -95,10 +117,11 @@ class Settings:
     mamba_cache_mode: str | None
     in_flight_tokens: int
     checkpoint_block: bool = True
+    chunk_tokens: int = 0
 
     def state_blocks(self, mamba2: bool) -> int:
         if self.mamba_cache_mode != "align":
-            return 1
+            return 1  # none; all: one per block, counted by PageSpec.per_block
         return 3 if mamba2 and self.checkpoint_block else 2
 
 
@@ -140,16 +163,13 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
             f" modelled from vLLM 0.32 back to 0.26, not for the {cfg.version} line"
         )
     all_mode = cfg.version in ALL_MODE_LINES and spec.model_type in ALL_MODE_MODELS
-    if recurrent and prefix and all_mode:
-        given = "--enable-prefix-caching" if cfg.enable_prefix_caching else "prefix caching"
-        raise UnitError(
-            f"{given} on {spec.name}: vLLM {cfg.version} keeps its state in the all mode"
-            " (a block per block_size tokens), not modelled; pass"
-            " --no-enable-prefix-caching, or use the 0.28 line"
-        )
     mode = None
+    chunk = 0
     if recurrent:
         mode = "align" if prefix and cfg.version in ALIGN_MODE_LINES else "none"
+        if mode == "align" and all_mode:
+            mode = "all"
+            chunk = MAMBA_CHUNK_TOKENS.get(spec.model_type or "", DEFAULT_MAMBA_CHUNK)
     if cfg.async_scheduling is not None:
         async_on = cfg.async_scheduling
     else:
@@ -159,7 +179,8 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     if cfg.version in IN_FLIGHT_LINES:
         batches = (2 if pp == 1 else pp + 1) if async_on else pp
     checkpoint = cfg.version in CHECKPOINT_BLOCK_LINES
-    return Settings(prefix, async_on, mode, cfg.max_num_batched_tokens * batches, checkpoint)
+    in_flight = cfg.max_num_batched_tokens * batches
+    return Settings(prefix, async_on, mode, in_flight, checkpoint, chunk)
 
 
 def refuse_other_engine(engine: str, flags: Mapping[str, object]) -> None:

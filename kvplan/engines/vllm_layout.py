@@ -10,6 +10,7 @@ has no spec at all.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -38,7 +39,8 @@ class PageSpec:
     ``token_bytes``: one token of one layer (attention), or the whole state (mamba);
     ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it;
     ``in_flight``: tokens a sliding or chunked layer reserves beyond its window (0:
-    ``max_num_batched_tokens``); ``state_blocks``: state pages a request holds (mamba).
+    ``max_num_batched_tokens``); ``state_blocks``: state pages a request holds (mamba);
+    ``per_block``: the all mode, a state page per ``block_size`` tokens of the request.
     """
 
     kind: str  # full | sliding | chunked | mla | mamba
@@ -48,6 +50,7 @@ class PageSpec:
     padded_page_bytes: int = 0
     in_flight: int = 0
     state_blocks: int = 1
+    per_block: bool = False
 
     @property
     def page_bytes(self) -> int:
@@ -64,6 +67,8 @@ class PageSpec:
                 return cdiv(min(self.window - 1 + batched, length), bs) + 1
             case "chunked":
                 return cdiv(min(self.window + batched, length), bs)
+            case "mamba" if self.per_block:
+                return cdiv(length, bs)
             case "mamba":
                 return self.state_blocks  # whatever the request's length
             case _:
@@ -158,12 +163,15 @@ def part_owners(layers: Sequence[LayerCache]) -> list[int]:
     ]
 
 
-def align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
+def align_to_state_pages(specs: list[PageSpec | None], chunk: int = 0) -> list[PageSpec | None]:
     """Hybrids with recurrent state: vLLM raises the attention block size until one attention
     page holds at least one state page, then pads the state page to the attention page, so
     every page in the shared pool has one size. Qwen3-Next (bf16): an attention token is
     2 x 2 x 256 x 2 = 2,048 B on one rank and a gated-delta-net state 1,097,728 B, so blocks
-    grow from 16 to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (page 1,114,112 B)."""
+    grow from 16 to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (page 1,114,112 B).
+
+    ``chunk``: the all mode's Mamba chunk (0: other modes); the block then grows in steps of
+    ``lcm(chunk, block_size)`` tokens, from one step up."""
     states = [s for s in specs if s is not None and s.kind == "mamba"]
     attention = [s for s in specs if s is not None and s.kind != "mamba"]
     if not states or not attention:
@@ -171,7 +179,13 @@ def align_to_state_pages(specs: list[PageSpec | None]) -> list[PageSpec | None]:
     token = max(s.token_bytes for s in attention)
     base = attention[0].block_size
     state_page = max(s.token_bytes for s in states)
-    block_size = base * cdiv(state_page, base * token) if state_page > base * token else base
+    if chunk:
+        step = math.lcm(chunk, base)
+        block_size = step * cdiv(state_page, step * token)
+    elif state_page > base * token:
+        block_size = base * cdiv(state_page, base * token)
+    else:
+        block_size = base
     page = block_size * token
     return [
         None
