@@ -36,6 +36,9 @@ KV_HEADS = 2
 HEAD_DIM = 32
 FF = 128
 LAYERS = 4
+EXPERTS = 8  # qwen3moe: routed experts, 2 used per token, each FF_EXP wide
+EXPERTS_USED = 2
+FF_EXP = 64
 VOCAB = 320  # 3 specials + 256 bytes + 61 words; a multiple of 8 (repack needs ne[1] % 8)
 CTX_TRAIN = 4096
 
@@ -89,6 +92,11 @@ CASES: list[dict[str, Any]] = [
     _case("deepseek2-mla", "deepseek2"),
     _case("deepseek2-mla-nofa", "deepseek2", flash_attn=False),
     _case("deepseek2-mla-ctx2048", "deepseek2", n_ctx=2048),
+    _case("qwen3moe-f16", "qwen3moe"),
+    _case("qwen3moe-q4_0-ub256", "qwen3moe", weights="Q4_0", n_ubatch=256, n_batch=256),
+    _case("qwen3moe-f16-nofa-ctx2048", "qwen3moe", flash_attn=False, n_ctx=2048),
+    _case("qwen3moe-ffexp128-used4", "qwen3moe", ff_exp=128, experts_used=4),
+    _case("qwen3moe-ffexp32-used2-ub128", "qwen3moe", ff_exp=32, n_ubatch=128, n_batch=128),
 ]
 
 QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa")
@@ -97,11 +105,11 @@ QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa")
 # --- writing the GGUF files --------------------------------------------------------------
 
 
-def _tensors(arch: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
+def _tensors(arch: str, layers: int, ff_exp: int = FF_EXP) -> list[tuple[str, tuple[int, ...]]]:
     """(name, ggml shape: ne[0] first) of every tensor llama.cpp loads for ``arch``."""
     out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (EMBD, VOCAB))]
     out.append(("output_norm.weight", (EMBD,)))
-    if arch in ("llama", "qwen3", "deepseek2"):
+    if arch in ("llama", "qwen3", "qwen3moe", "deepseek2"):
         out.append(("output.weight", (EMBD, VOCAB)))
     for i in range(layers):
         b = f"blk.{i}."
@@ -122,7 +130,7 @@ def _tensors(arch: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
                 (b + "attn_v.weight", (EMBD, KV_HEADS * HEAD_DIM)),
                 (b + "attn_output.weight", (HEADS * HEAD_DIM, EMBD)),
             ]
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
             out += [
                 (b + "attn_q_norm.weight", (HEAD_DIM,)),
                 (b + "attn_k_norm.weight", (HEAD_DIM,)),
@@ -130,6 +138,15 @@ def _tensors(arch: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
         if arch in ("gemma2", "gemma3"):
             out.append((b + "post_attention_norm.weight", (EMBD,)))
             out.append((b + "post_ffw_norm.weight", (EMBD,)))
+        if arch == "qwen3moe":
+            out += [
+                (b + "ffn_norm.weight", (EMBD,)),
+                (b + "ffn_gate_inp.weight", (EMBD, EXPERTS)),
+                (b + "ffn_gate_exps.weight", (EMBD, ff_exp, EXPERTS)),
+                (b + "ffn_up_exps.weight", (EMBD, ff_exp, EXPERTS)),
+                (b + "ffn_down_exps.weight", (ff_exp, EMBD, EXPERTS)),
+            ]
+            continue
         out += [
             (b + "ffn_norm.weight", (EMBD,)),
             (b + "ffn_gate.weight", (EMBD, FF)),
@@ -139,7 +156,7 @@ def _tensors(arch: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
-def _metadata(writer: Any, arch: str, layers: int) -> None:
+def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None:
     a = arch
     writer.add_uint32(f"{a}.context_length", CTX_TRAIN)
     writer.add_uint32(f"{a}.embedding_length", EMBD)
@@ -166,6 +183,10 @@ def _metadata(writer: Any, arch: str, layers: int) -> None:
     writer.add_uint32(f"{a}.attention.head_count_kv", KV_HEADS)
     writer.add_uint32(f"{a}.attention.key_length", HEAD_DIM)
     writer.add_uint32(f"{a}.attention.value_length", HEAD_DIM)
+    if arch == "qwen3moe":
+        writer.add_uint32(f"{a}.expert_count", EXPERTS)
+        writer.add_uint32(f"{a}.expert_used_count", case.get("experts_used", EXPERTS_USED))
+        writer.add_uint32(f"{a}.expert_feed_forward_length", case.get("ff_exp", FF_EXP))
     if arch in ("gemma2", "gemma3"):
         writer.add_uint32(f"{a}.attention.sliding_window", 128)
     if arch == "gemma2":
@@ -194,9 +215,9 @@ def write_gguf(case: dict[str, Any], path: Path) -> None:
     rng = np.random.default_rng(0)
     wtype = gguf.GGMLQuantizationType[case["weights"]]
     writer = gguf.GGUFWriter(str(path), case["arch"])
-    _metadata(writer, case["arch"], case["layers"])
+    _metadata(writer, case["arch"], case["layers"], case)
     _vocab(writer)
-    for name, shape in _tensors(case["arch"], case["layers"]):
+    for name, shape in _tensors(case["arch"], case["layers"], case.get("ff_exp", FF_EXP)):
         data = (rng.standard_normal(tuple(reversed(shape))) * 0.02).astype(np.float32)
         if len(shape) == 1:
             writer.add_tensor(name, data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -208,3 +209,145 @@ def test_kv_split_by_layer_sums_to_the_cache(name: str, settings: dict[str, obje
     spec = load_model(name)
     kv = kv_cache(spec, n_ctx=8192, **settings)  # type: ignore[arg-type]
     assert sum(layer_kv_bytes(spec, kv)) == kv.kv_cache_bytes
+
+
+def test_swa_full_is_off_by_default_as_llama_server_has_it() -> None:
+    # llama.cpp 0c1e570 common/common.h: common_params.swa_full = false, and arg.cpp has only
+    # --swa-full (no --no-swa-full). gemma-3-27b: 10 full + 52 sliding layers (window 1,024),
+    # 16 KV heads x 128, f16: 2 x 16 x 128 x 2 B = 8 KiB per layer per cell.
+    # off: 10 x 8,192 x 8 KiB + 52 x PAD(1,024 + 512, 256) = 1,536 cells x 8 KiB = 640 + 624 MiB
+    # on: 62 x 8,192 x 8 KiB = 3,968 MiB
+    spec = load_model("gemma-3-27b")
+    ask = LlamaCppAsk(model="g.gguf", n_ctx=8192, n_gpu_layers=63)
+    off = budget(spec, find_gpu("h200"), ask)
+    on = budget(spec, find_gpu("h200"), replace(ask, swa_full=True))
+    assert sum(d.kv_bytes for d in off.layout.devices) == 1264 * MiB
+    assert sum(d.kv_bytes for d in on.layout.devices) == 3968 * MiB
+    assert "swa-full" not in off.command
+    assert on.command.endswith(" -np 1 --swa-full --fit off")
+    calc = ["calc", "gemma-3-27b", "-c", "8192", "--engine", "llama.cpp", "--format", "json"]
+    default, full = runner.invoke(app, calc), runner.invoke(app, [*calc, "--swa-full"])
+    assert (default.exit_code, full.exit_code) == (0, 0), default.output + full.output
+    assert json.loads(default.stdout)["engine_log"]["swa_cells"] == 1536
+    assert json.loads(full.stdout)["engine_log"]["swa_cells"] == 8192
+
+
+def _recorded_case_file(name: str, folder: Path) -> str:
+    """The GGUF file of the recorded case ``name`` (scripts/llamacpp_oracle.py's writer)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "llamacpp_oracle.py"
+    loaded = importlib.util.spec_from_file_location("oracle_writer", script)
+    assert loaded is not None
+    assert loaded.loader is not None
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    case = next(c for c in module.CASES if c["name"] == name)
+    path = folder / f"{name}.gguf"
+    module.write_gguf(case, path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def moe_gguf(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The recorded qwen3moe case's file: 4 layers of 247,552 B, each holding three f16
+    expert tensors of 64 x 64 x 8 x 2 B = 65,536 B (196,608 B of experts); token_embd 40,960 B;
+    output.weight 40,960 B + output_norm 256 B = 41,216 B on the output layer."""
+    return _recorded_case_file("qwen3moe-f16", tmp_path_factory.mktemp("moe"))
+
+
+@pytest.mark.parametrize(
+    ("ngl", "settings", "gpu_bytes", "host_bytes"),
+    [
+        # all on the GPU: 4 x 247,552 + 41,216 = 1,031,424; host: the embedding
+        (5, {}, 1_031_424, 40_960),
+        # --n-cpu-moe 2: 2 x 196,608 = 393,216 B of experts of layers 0 and 1 to the host
+        (5, {"n_cpu_moe": 2}, 1_031_424 - 393_216, 40_960 + 393_216),
+        # --cpu-moe: 4 x 196,608 = 786,432 B
+        (5, {"cpu_moe": True}, 1_031_424 - 786_432, 40_960 + 786_432),
+        # -ot exps=CPU: the same tensors as --cpu-moe
+        (5, {"tensor_overrides": ("exps=CPU",)}, 1_031_424 - 786_432, 40_960 + 786_432),
+        # one tensor: blk.3.ffn_up_exps, 65,536 B
+        (5, {"tensor_overrides": (r"blk\.3\.ffn_up_exps=CPU",)}, 965_888, 106_496),
+        # -ngl 2: layers 2, 3 on the GPU (2 x 247,552 = 495,104), the rest on the host
+        # (2 x 247,552 + 41,216 + 40,960 = 577,280); --n-cpu-moe 3 moves layer 2's experts
+        (2, {"n_cpu_moe": 3}, 495_104 - 196_608, 577_280 + 196_608),
+    ],
+    ids=["none", "n-cpu-moe-2", "cpu-moe", "ot-exps", "ot-one-tensor", "ngl2-n-cpu-moe-3"],
+)
+def test_expert_tensors_on_the_host_from_the_tensor_table(
+    moe_gguf: str, ngl: int, settings: dict[str, object], gpu_bytes: int, host_bytes: int
+) -> None:
+    from kvplan.importers.gguf import import_gguf
+
+    spec = import_gguf(moe_gguf).spec
+    ask = replace(LlamaCppAsk(model=moe_gguf, n_ctx=1024, n_gpu_layers=ngl), **settings)
+    p = budget(spec, find_gpu("h100"), ask)
+    cuda0, host = p.layout.devices
+    assert (cuda0.model_bytes, host.model_bytes) == (gpu_bytes, host_bytes)
+
+
+def test_expert_flags_on_the_command_line_and_refusals() -> None:
+    spec = load_model("qwen3-30b-a3b")
+    ask = LlamaCppAsk(model="m.gguf", n_ctx=4096, n_gpu_layers=49, n_cpu_moe=10)
+    p = budget(spec, find_gpu("h100"), replace(ask, tensor_overrides=(r"blk\.1[0-9]\.=CPU",)))
+    assert p.command.endswith(r" --n-cpu-moe 10 -ot 'blk\.1[0-9]\.=CPU' --fit off")
+    with pytest.raises(UnitError, match="allowed CPU, CUDA0"):
+        budget(spec, find_gpu("h100"), replace(ask, tensor_overrides=("exps=CUDA1",)))
+    with pytest.raises(UnitError, match="PATTERN=DEVICE"):
+        budget(spec, find_gpu("h100"), replace(ask, tensor_overrides=("exps",)))
+    with pytest.raises(UnitError, match="regular expression"):
+        budget(spec, find_gpu("h100"), replace(ask, tensor_overrides=("ffn_(=CPU",)))
+
+
+def test_expert_share_without_a_file_is_the_inactive_parameters() -> None:
+    # qwen3-30b-a3b, bf16: 30,532,122,624 - 3,353,032,704 active = 27,179,089,920 expert
+    # parameters a token skips, x 2 B = 54,358,179,840 B; each of the 48 layers rounds down
+    # (< 1 B each). The routed experts are 128/120 of that (8 of 128 active): a lower bound.
+    spec = load_model("qwen3-30b-a3b")
+    ask = LlamaCppAsk(model="m.gguf", n_ctx=4096, n_gpu_layers=49)
+    plain = budget(spec, find_gpu("h200"), ask)
+    moe = budget(spec, find_gpu("h200"), replace(ask, cpu_moe=True))
+    moved = moe.layout.host.model_bytes - plain.layout.host.model_bytes
+    assert 54_358_179_840 - 48 < moved <= 54_358_179_840
+    assert plain.layout.gpus[0].model_bytes - moe.layout.gpus[0].model_bytes == moved
+
+
+def test_cpu_plan_of_a_gguf_file_has_the_mapped_span_and_the_repacked_weights(
+    tmp_path: Path,
+) -> None:
+    # qwen3moe-q4_0-ub256 as recorded: llama.cpp printed CPU_Mapped 0.24 MiB, CPU_REPACK 0.28.
+    # Repacked Q4_0 (2 x 18 B per 64 values): per layer attn_q 4,608 + attn_k 2,304 + attn_v
+    # 2,304 + attn_output 4,608 + ffn_gate_inp 288 + three 3-D experts 3 x 18,432 = 69,408;
+    # x 4 layers = 277,632, + output.weight 2 x 18 x 320 = 11,520 -> 289,152 B
+    from kvplan.engines.llamacpp_budget import buffer_mib
+    from kvplan.importers.gguf import import_gguf
+
+    path = _recorded_case_file("qwen3moe-q4_0-ub256", tmp_path)
+    spec = import_gguf(path).spec
+    ask = LlamaCppAsk(model=path, n_ctx=1024, n_ubatch=256, n_batch=256, backend="cpu")
+    p = plan(spec, find_gpu("h100"), ask)
+    model = {b.device: b.bytes for b in p.buffers if b.kind == "model"}
+    assert model["CPU_REPACK"] == 289_152
+    assert {d: buffer_mib(n) for d, n in model.items()} == {
+        "CPU_REPACK": "0.28",
+        "CPU_Mapped": "0.24",
+    }
+    assert p.layout.host.model_bytes == sum(model.values())
+
+
+def test_plan_cli_takes_the_moe_offload_flags() -> None:
+    """plan's --cpu-moe, --n-cpu-moe and -ot reach the layout and the llama-server line."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    base = ["plan", "qwen3-30b-a3b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "-c", "16K"]
+    for flags, expected in (
+        (["--cpu-moe"], "--cpu-moe"),
+        (["--n-cpu-moe", "10"], "--n-cpu-moe 10"),
+        (["-ot", "exps=CPU"], "-ot"),
+    ):
+        result = CliRunner().invoke(app, [*base, *flags])
+        assert result.exit_code in (0, 1), result.output
+        assert expected in result.output.splitlines()[-1]

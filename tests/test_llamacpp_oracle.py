@@ -156,6 +156,11 @@ def test_compute_buffer_within_stated_error(record: dict[str, Any], files: Path)
         flash_attn=case["flash_attn"],
         kv=kv,
     )
+    if case["arch"] == "qwen3moe" and case["flash_attn"]:
+        # routed experts' graph not modelled: the rule's error on these cases is stated in
+        # compute_bytes_cpu (-53.9 % with 4 of 8 experts of width 128, +13.2 % at -ub 128)
+        assert -0.54 * printed <= ours - printed <= 0.14 * printed
+        return
     assert abs(ours - printed) <= 0.04 * printed + 64
     if case["arch"] in ("llama", "qwen3") and case["flash_attn"] and case["n_seq_max"] != 3:
         assert abs(ours - printed) <= 0.00005 * MiB  # exact to the printed digits

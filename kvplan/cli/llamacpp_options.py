@@ -56,8 +56,8 @@ SwaFullOpt = Annotated[
     bool,
     typer.Option(
         "--swa-full/--no-swa-full",
-        help="llama.cpp: full-size cache for sliding-window layers (on by default in the"
-        " modelled build).",
+        help="llama.cpp: full-size cache for sliding-window layers (llama-server's default:"
+        " off; llama_context_default_params: on).",
     ),
 ]
 MmapOpt = Annotated[
@@ -80,6 +80,31 @@ WiredLimitOpt = Annotated[
         min=1,
         help="llama.cpp on Apple silicon: the GPU limit set with sysctl iogpu.wired_limit_mb"
         " (MB = MiB as macOS counts it), in place of the default working set.",
+    ),
+]
+
+CpuMoeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cpu-moe", "-cmoe", help="llama.cpp: keep every routed expert tensor on the host."
+    ),
+]
+NCpuMoeOpt = Annotated[
+    int,
+    typer.Option(
+        "--n-cpu-moe",
+        "-ncmoe",
+        min=0,
+        help="llama.cpp: keep the routed expert tensors of the first N layers on the host.",
+    ),
+]
+OverrideTensorOpt = Annotated[
+    list[str] | None,
+    _opt(
+        "--override-tensor",
+        "-ot",
+        help="llama.cpp: PATTERN=DEVICE, tensors whose name matches the regular expression go"
+        " to DEVICE (exps=CPU); repeatable, or comma-separated.",
     ),
 ]
 
@@ -124,4 +149,7 @@ def llamacpp_ask(a: dict[str, Any], common: dict[str, Any]) -> "LlamaCppAsk":
         backend=a["device"],
         overhead_bytes=common["overhead_bytes"],
         wired_limit_bytes=wired * MiB if wired is not None else None,
+        tensor_overrides=tuple(a.get("override_tensor") or ()),
+        cpu_moe=bool(a.get("cpu_moe", False)),
+        n_cpu_moe=int(a.get("n_cpu_moe", 0) or 0),
     )

@@ -42,7 +42,7 @@ from kvplan.layers import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from kvplan.engines.base import EngineResult
     from kvplan.spec import ModelSpec
@@ -225,8 +225,12 @@ def layout(
     no_kv_offload: bool = False,
     use_mmap: bool = True,
     n_seq_max: int = 1,
+    moved: Sequence[Mapping[int | None, int]] = (),
 ) -> Layout:
-    """Model, KV and output bytes per device for ``kv`` (compute is added by the caller)."""
+    """Model, KV and output bytes per device for ``kv`` (compute is added by the caller).
+
+    ``moved``: per repeating layer, the bytes ``-ot``/``--cpu-moe`` send to a GPU index or
+    (None) the host instead of the layer's device (``llamacpp_offload.moved_bytes``)."""
     names = device_names(backend, len(split))
     gpus = [DeviceUse(n, i) for i, n in enumerate(names)]
     host = DeviceUse("CPU", None)
@@ -239,6 +243,8 @@ def layout(
     if placement[n_layer] is not None and weights.tied:
         per_layer[n_layer] += weights.embedding_bytes  # the tied head's copy on the GPU
     for il, (device, num_bytes) in enumerate(zip(placement, per_layer, strict=True)):
+        left, to_host = _move(moved[il] if il < len(moved) else {}, device, gpus)
+        num_bytes, host_model = num_bytes - left, host_model + to_host
         if device is None:
             host_model += num_bytes
             host.num_layers += 1 if il < n_layer else 0
@@ -267,6 +273,23 @@ def layout(
     out_name = f"{names[0]}_Host" if backend == "cuda" and names else "CPU"
     host.buffers.append(Buffer(out_name, "output", host.output_bytes))
     return Layout((*gpus, host), tuple(placement))
+
+
+def _move(
+    moves: Mapping[int | None, int], device: int | None, gpus: list[DeviceUse]
+) -> tuple[int, int]:
+    """Bytes of one layer that leave its ``device`` (GPUs' shares added to them), and how
+    many of them go to the host."""
+    left = to_host = 0
+    for dest, part in moves.items():
+        if dest == device:
+            continue
+        left += part
+        if dest is None:
+            to_host += part
+        else:
+            gpus[dest].model_bytes += part
+    return left, to_host
 
 
 def _split_rows(gpus: list[DeviceUse], shares: list[Fraction], num_bytes: int) -> None:

@@ -19,6 +19,7 @@ layers and context are kvplan's).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -61,12 +62,15 @@ class LlamaCppAsk:
     type_v: str = "f16"
     n_seq_max: int = 1
     kv_unified: bool = False
-    swa_full: bool = True  # llama.cpp's default at 0c1e570
+    swa_full: bool = False  # llama-server's default at 0c1e570 (common.h; only the C API's is on)
     use_mmap: bool = True
     no_kv_offload: bool = False
     backend: str = "cuda"
     overhead_bytes: int | None = None
     wired_limit_bytes: int | None = None
+    tensor_overrides: tuple[str, ...] = ()  # -ot PATTERN=DEVICE, as typed
+    cpu_moe: bool = False
+    n_cpu_moe: int = 0
 
     @property
     def fa(self) -> bool:
@@ -128,11 +132,15 @@ class LlamaCppPlan:
             parts += ["-ts", ",".join(_share(s) for s in a.split)]
         flags = {
             "--kv-unified": a.kv_unified,
-            "--no-swa-full": not a.swa_full,
+            "--swa-full": a.swa_full,
             "--no-mmap": not a.use_mmap,
             "--no-kv-offload": a.no_kv_offload,
         }
         parts += [flag for flag, on in flags.items() if on]
+        parts += ["--cpu-moe"] if a.cpu_moe else []
+        parts += ["--n-cpu-moe", str(a.n_cpu_moe)] if a.n_cpu_moe else []
+        for text in a.tensor_overrides:
+            parts += ["-ot", shlex.quote(text)]
         return " ".join([*parts, "--fit", "off"])
 
 
@@ -193,7 +201,10 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
         no_kv_offload=ask.no_kv_offload,
         use_mmap=ask.use_mmap,
         n_seq_max=ask.n_seq_max,
+        moved=_moved(spec, ask),
     )
+    if ask.backend == "cpu" and _gguf_path(ask) is not None:
+        _exact_host_model(ask, placed)
     _add_compute(spec, ask, kv, placed)
     headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
     printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
@@ -202,6 +213,45 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
         spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
         headroom if ask.backend != "cpu" else 0, kv, solved,
     )  # fmt: skip
+
+
+def _gguf_path(ask: LlamaCppAsk) -> str | None:
+    """The model's ``.gguf`` file when it is one on disk (its tensor table is then exact)."""
+    from pathlib import Path
+
+    return ask.model if ask.model.lower().endswith(".gguf") and Path(ask.model).is_file() else None
+
+
+def _exact_host_model(ask: LlamaCppAsk, placed: Layout) -> None:
+    """A CPU-only plan of a ``.gguf`` file: the host's model buffers as llama.cpp allocates
+    them (the mapped file span, ``CPU_REPACK``; ``llamacpp_budget.model_buffers``)."""
+    from kvplan.engines.llamacpp_budget import model_buffers
+    from kvplan.importers.gguf import import_gguf
+
+    path = _gguf_path(ask)
+    assert path is not None
+    tensors = import_gguf(path).weights.tensors
+    if any(t.part for t in tensors):
+        return  # split files: the sum of the tensors, as for a GPU plan
+    exact = model_buffers(tensors, use_mmap=ask.use_mmap)
+    host = placed.host
+    host.buffers = [*exact, *(b for b in host.buffers if b.kind != "model")]
+    host.model_bytes = sum(b.bytes for b in exact)
+
+
+def _moved(spec: ModelSpec, ask: LlamaCppAsk) -> list[dict[int | None, int]]:
+    """Bytes per layer that ``-ot``, ``--cpu-moe`` and ``--n-cpu-moe`` move (exact from the
+    tensor table when the model is a ``.gguf`` file)."""
+    from kvplan.engines import llamacpp_offload as off
+    from kvplan.engines.llamacpp_layout import layer_weights
+
+    overrides = off.parse_overrides(ask.tensor_overrides)
+    overrides += off.moe_overrides(cpu_moe=ask.cpu_moe, n_cpu_moe=ask.n_cpu_moe)
+    if not overrides:
+        return []
+    tensors = off.layer_tensors(spec, layer_weights(spec).layers_bytes, _gguf_path(ask))
+    names = device_names(ask.backend, len(ask.split)) if ask.split else ()
+    return off.moved_bytes(tensors, overrides, names)
 
 
 def _add_compute(spec: ModelSpec, ask: LlamaCppAsk, kv: EngineResult, placed: Layout) -> None:
