@@ -329,9 +329,7 @@ def _replica(
         gpus_per_batch=1 if ep > 1 else tp * pp,
         compute_bound_seconds=round_seconds(step, pp, estimated=False),
         compute_estimate_seconds=round_seconds(step, pp, estimated=True),
-        tensor_parallel_seconds=c.tensor_parallel_seconds,
-        pipeline_seconds=c.pipeline_seconds,
-        expert_parallel_seconds=c.expert_parallel_seconds,
+        communication=c,
     )
 
 

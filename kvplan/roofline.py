@@ -115,6 +115,19 @@ class Prefill:
 
 
 @dataclass(frozen=True, slots=True)
+class Communication:
+    """What tensor, pipeline and expert parallelism add to one decode step, in seconds."""
+
+    tensor_parallel_seconds: Fraction = Fraction(0)
+    pipeline_seconds: Fraction = Fraction(0)
+    expert_parallel_seconds: Fraction = Fraction(0)
+
+    @property
+    def seconds(self) -> Fraction:
+        return self.tensor_parallel_seconds + self.pipeline_seconds + self.expert_parallel_seconds
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaStep:
     """One decode round of a replica (``tp x pp`` GPUs, or one data-parallel rank with expert
     parallelism), every request one token: the rank's roofline round plus the communication
@@ -124,13 +137,11 @@ class ReplicaStep:
     gpus_per_batch: int  # GPUs the round's requests occupy: tp x pp, or 1 with DP attention
     compute_bound_seconds: Fraction  # pure roofline of the round (pipeline-aware)
     compute_estimate_seconds: Fraction  # at the achieved fractions
-    tensor_parallel_seconds: Fraction
-    pipeline_seconds: Fraction
-    expert_parallel_seconds: Fraction
+    communication: Communication
 
     @property
     def communication_seconds(self) -> Fraction:
-        return self.tensor_parallel_seconds + self.pipeline_seconds + self.expert_parallel_seconds
+        return self.communication.seconds
 
     @property
     def bound_seconds(self) -> Fraction:

@@ -207,10 +207,10 @@ def test_tensor_parallel_all_reduce_time() -> None:
     best = found.best
     assert best is not None
     step = decode_round(load_model("llama-3.1-70b"), best.plan, best.system, 10, 131072)
-    assert step.tensor_parallel_seconds == Fraction(45_875_200, 450 * GB)
-    assert step.pipeline_seconds == step.expert_parallel_seconds == 0
+    assert step.communication.tensor_parallel_seconds == Fraction(45_875_200, 450 * GB)
+    assert step.communication.pipeline_seconds == step.communication.expert_parallel_seconds == 0
     slower = decode_round(load_model("llama-3.1-70b"), best.plan, find_system("l40s-server"), 10, 1)
-    assert slower.tensor_parallel_seconds == Fraction(45_875_200, 32 * GB)
+    assert slower.communication.tensor_parallel_seconds == Fraction(45_875_200, 32 * GB)
 
 
 def test_gpus_per_node_override() -> None:

@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvplan.planner.result import Plan
+from kvplan.roofline import Communication
 from kvplan.spec import ModelSpec
 from kvplan.systems import System
 
@@ -38,19 +39,6 @@ COMMUNICATION_NOT_MODELLED = (
 )
 
 _ACTIVATION_BYTES = 2  # bf16 hidden states on the wire
-
-
-@dataclass(frozen=True, slots=True)
-class Communication:
-    """What tensor, pipeline and expert parallelism add to one decode step, in seconds."""
-
-    tensor_parallel_seconds: Fraction = Fraction(0)
-    pipeline_seconds: Fraction = Fraction(0)
-    expert_parallel_seconds: Fraction = Fraction(0)
-
-    @property
-    def seconds(self) -> Fraction:
-        return self.tensor_parallel_seconds + self.pipeline_seconds + self.expert_parallel_seconds
 
 
 def communication(
@@ -111,13 +99,11 @@ class StepTime:
 
     batch_size: int
     compute_seconds: Fraction  # the roofline estimate of the GPUs' own work
-    tensor_parallel_seconds: Fraction
-    pipeline_seconds: Fraction
-    expert_parallel_seconds: Fraction
+    communication: Communication
 
     @property
     def communication_seconds(self) -> Fraction:
-        return self.tensor_parallel_seconds + self.pipeline_seconds + self.expert_parallel_seconds
+        return self.communication.seconds
 
     @property
     def seconds(self) -> Fraction:
@@ -157,10 +143,4 @@ def decode_round(
         DEFAULT_COMPUTE_EFFICIENCY,
     )
     c = communication(spec, system, batch_size, tp, pp, ep)
-    return StepTime(
-        batch_size,
-        round_seconds(step, pp, estimated=True),
-        c.tensor_parallel_seconds,
-        c.pipeline_seconds,
-        c.expert_parallel_seconds,
-    )
+    return StepTime(batch_size, round_seconds(step, pp, estimated=True), c)

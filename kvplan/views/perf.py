@@ -106,9 +106,9 @@ def _replica_dict(r: ReplicaStep) -> dict[str, Any]:
         "gpus_per_batch": r.gpus_per_batch,
         "compute_bound_seconds": float(r.compute_bound_seconds),
         "compute_estimated_seconds": float(r.compute_estimate_seconds),
-        "tensor_parallel_seconds": float(r.tensor_parallel_seconds),
-        "pipeline_seconds": float(r.pipeline_seconds),
-        "expert_parallel_seconds": float(r.expert_parallel_seconds),
+        "tensor_parallel_seconds": float(r.communication.tensor_parallel_seconds),
+        "pipeline_seconds": float(r.communication.pipeline_seconds),
+        "expert_parallel_seconds": float(r.communication.expert_parallel_seconds),
         "communication_seconds": float(r.communication_seconds),
         "bound_seconds": float(r.bound_seconds),
         "estimated_seconds": float(r.estimate_seconds),
@@ -125,10 +125,11 @@ def _replica_line(result: Perf) -> Text:
     if result.expert_parallel_size > 1:
         shape = f"DP-attention + EP {result.expert_parallel_size}"
     where = f" over {result.system}" if result.system else ""
+    c = r.communication
     return Text(
         f"replica ({shape}{where}): round {_ms(r.compute_estimate_seconds)} + communication"
-        f" {_ms(r.communication_seconds)} (TP {_ms(r.tensor_parallel_seconds)}, PP"
-        f" {_ms(r.pipeline_seconds)}, EP {_ms(r.expert_parallel_seconds)}) ->"
+        f" {_ms(c.seconds)} (TP {_ms(c.tensor_parallel_seconds)}, PP"
+        f" {_ms(c.pipeline_seconds)}, EP {_ms(c.expert_parallel_seconds)}) ->"
         f" {_rate(r.tokens_per_second_per_gpu(True))} tok/s per GPU (estimate), at most"
         f" {_rate(r.tokens_per_second_per_gpu())} (bound)\nleaves out: {result.leaves_out}"
     )
