@@ -141,13 +141,11 @@ def _dollars(text: str, where: str) -> Fraction:
 @cache
 def _file_model() -> tuple[Any, frozenset[str]]:
     from datetime import date
-    from typing import Annotated
 
-    from pydantic import BaseModel, ConfigDict, Field, StrictStr
+    from pydantic import BaseModel, ConfigDict, StrictStr
 
+    from kvplan.catalog_types import Text as text
     from kvplan.validation import field_names
-
-    text = Annotated[str, Field(min_length=1)]
 
     class Entry(BaseModel):
         model_config = ConfigDict(frozen=True, extra="forbid")

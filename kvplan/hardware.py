@@ -293,18 +293,16 @@ def _file_model() -> tuple[Any, frozenset[str]]:
         AfterValidator,
         BaseModel,
         ConfigDict,
-        Field,
         StrictBool,
         StrictInt,
         ValidationInfo,
     )
     from pydantic import field_validator as check
 
+    from kvplan.catalog_types import Label as label
+    from kvplan.catalog_types import Positive as positive
+    from kvplan.catalog_types import Text as text
     from kvplan.validation import field_names
-
-    label = Annotated[str, AfterValidator(check_label)]
-    text = Annotated[str, Field(min_length=1)]
-    positive = Annotated[StrictInt, Field(gt=0)]
 
     class Entry(BaseModel):
         model_config = ConfigDict(frozen=True, extra="forbid")

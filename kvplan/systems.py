@@ -205,14 +205,12 @@ def _file_model() -> tuple[Any, frozenset[str]]:
     """The pydantic model of a systems file and its key names, built on first use."""
     from typing import Annotated
 
-    from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+    from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool
 
-    from kvplan.hardware import check_label
+    from kvplan.catalog_types import Label as label
+    from kvplan.catalog_types import Positive as positive
+    from kvplan.catalog_types import Text as text
     from kvplan.validation import field_names
-
-    label = Annotated[str, AfterValidator(check_label)]
-    text = Annotated[str, Field(min_length=1)]
-    positive = Annotated[StrictInt, Field(gt=0)]
 
     class Entry(BaseModel):
         model_config = ConfigDict(frozen=True, extra="forbid")
