@@ -240,6 +240,41 @@ def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineF
     )
 
 
+def _verdict(
+    engine: str,
+    t: _Target,
+    cache: CacheDTypes,
+    flags: tuple[str, ...],
+    kv_cache_bytes: int,
+    fits: bool,
+    note: str,
+    *,
+    weights: int,
+    required: int,
+    budget: int,
+    reason: str | None = None,
+) -> EngineFlags:
+    """An engine's answer: its flags only when it fits, and by default the reason it does
+    not as what it needs against what it may use, per GPU."""
+    if reason is None:
+        reason = "" if fits else f"needs {_gib(required)} per GPU, {_gib(budget)} usable"
+    return EngineFlags(
+        engine,
+        flags if fits else (),
+        kv_cache_bytes,
+        fits,
+        note,
+        reason=reason,
+        model_dtype=cache.model.name,
+        kv_cache_dtype=cache.kv_dtype,
+        dtype_reason=cache.reason,
+        weights_bytes=weights,
+        required_bytes=required,
+        budget_bytes=budget,
+        num_gpus=t.tp,
+    )
+
+
 def _weights(t: _Target, cache: CacheDTypes) -> Weights:
     return model_weights(t.spec, cache.model.name, t.quantization)
 
@@ -312,20 +347,17 @@ def _vllm(t: _Target) -> EngineFlags:
         f"{t.n:,} x {probe.blocks_per_request:,} blocks of {block_bytes:,} B; {figures}"
         f" of {_gib(budget)} ({float(t.util):g} x {_gib(t.gpu.memory_bytes)}){quant_note}"
     )
-    return EngineFlags(
+    return _verdict(
         "vllm",
-        tuple(flags) if fits else (),
+        t,
+        cache,
+        tuple(flags),
         need,
         fits,
         note,
-        reason="" if fits else f"needs {_gib(used)} per GPU, {_gib(budget)} usable",
-        model_dtype=cache.model.name,
-        kv_cache_dtype=cache.kv_dtype,
-        dtype_reason=cache.reason,
-        weights_bytes=overhead.weights_bytes,
-        required_bytes=used,
-        budget_bytes=budget,
-        num_gpus=t.tp,
+        weights=overhead.weights_bytes,
+        required=used,
+        budget=budget,
     )
 
 
@@ -363,20 +395,18 @@ def _sglang(t: _Target) -> EngineFlags:
         else f"needs a --mem-fraction-static of {_thousandths(fraction)}, above the"
         f" {float(ceiling):.3f} that leaves SGLang its reserve for activations and CUDA graphs"
     )
-    return EngineFlags(
+    return _verdict(
         "sglang",
-        tuple(flags) if fits else (),
+        t,
+        cache,
+        tuple(flags),
         pool,
         fits,
         note,
+        weights=weights,
+        required=required,
+        budget=budget,
         reason=reason,
-        model_dtype=cache.model.name,
-        kv_cache_dtype=cache.kv_dtype,
-        dtype_reason=cache.reason,
-        weights_bytes=weights,
-        required_bytes=required,
-        budget_bytes=budget,
-        num_gpus=t.tp,
     )
 
 
@@ -526,18 +556,15 @@ def _tgi(t: _Target) -> EngineFlags:
         f"{need_blocks:,} blocks of {block:,} B needed, {num_blocks:,} fit beside"
         f" {_gib(weights)} of weights in 0.9 x {_gib(total)}; warm-up not counted{quant_note}"
     )
-    return EngineFlags(
+    return _verdict(
         "tgi",
-        tuple(flags) if fits else (),
+        t,
+        cache,
+        tuple(flags),
         result.kv_cache_bytes,
         fits,
         note,
-        reason="" if fits else f"needs {_gib(required)} per GPU, {_gib(budget)} usable",
-        model_dtype=cache.model.name,
-        kv_cache_dtype=cache.kv_dtype,
-        dtype_reason=cache.reason,
-        weights_bytes=weights,
-        required_bytes=required,
-        budget_bytes=budget,
-        num_gpus=t.tp,
+        weights=weights,
+        required=required,
+        budget=budget,
     )
