@@ -256,6 +256,7 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
             stage.overhead.weights_bytes
             + stage.overhead.activation_bytes
             + stage.overhead.non_torch_bytes
+            + stage.overhead.cuda_graph_bytes
         )
         budget = (
             device.memory_bytes

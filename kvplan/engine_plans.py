@@ -96,9 +96,10 @@ class VllmPlan:
 
     @property
     def overhead_bytes(self) -> int:
-        """Peak activation and non-torch memory of the tightest stage."""
+        """Peak activation, non-torch memory and (from vLLM v0.21.0) the CUDA-graph estimate
+        of the tightest stage."""
         o = self.tightest_stage.overhead
-        return o.activation_bytes + o.non_torch_bytes
+        return o.activation_bytes + o.non_torch_bytes + o.cuda_graph_bytes
 
     @property
     def max_concurrency(self) -> int:

@@ -368,7 +368,7 @@ def _vllm_memory_rows(text: str, result: VllmResult, path: str) -> list[Row]:
         _estimate_row("peak activation", printed[1], first.activation_bytes),
         _estimate_row("non-torch memory", printed[2], first.non_torch_bytes),
         _estimate_row(
-            "CUDA graphs (not subtracted up to v0.19)", printed[3], first.cuda_graph_bytes
+            "CUDA graphs (subtracted from v0.21.0)", printed[3], first.cuda_graph_bytes
         ),
     ]
 

@@ -385,6 +385,8 @@ def test_plan_engine_vllm_prints_vllm_figures() -> None:
         "8192",
         "--kv-cache-memory",
         str(29751 * 2 * 1024 * 1024),
+        "--engine-version",
+        "0.19",
         "-f",
         "json",
     )

@@ -100,5 +100,10 @@ def test_flags_name_the_same_cache_dtype(name: str) -> None:
         pytest.skip("no parameter count to size the weights with")
     doc = _json("flags", name, "-g", "h200", "-c", str(_length(spec)), "-n", "1", "-e", "vllm")
     (vllm,) = doc["engines"]  # type: ignore[misc]
+    if vllm["reason"].startswith("not modelled: vLLM profile"):
+        # a cache vLLM's page layout is not modelled for (the V3.2 indexer, unequal pages):
+        # flags says so and names no dtype rather than a guessed one
+        assert (vllm["fits"], vllm["kv_cache_dtype"]) == (False, "")
+        return
     assert vllm["kv_cache_dtype"] == kvplan.cache_dtypes(spec, "vllm").kv_dtype
     assert vllm["kv_cache_dtype"] == kvplan.estimate(spec, 1).kv_dtype

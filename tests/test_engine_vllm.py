@@ -213,6 +213,7 @@ def cfg(case: Case) -> vllm.VllmConfig:
         kv_cache_dtype=case.kv,
         dtype=case.dtype,
         quantization=case.quant,
+        version="0.19",  # the reference logs are v0.19 runs
     )
 
 
@@ -261,7 +262,9 @@ def test_gemma_3_groups_and_sliding_reservation() -> None:
 def test_sliding_window_saves_blocks_when_batches_are_small() -> None:
     # with 2,048 batched tokens, a 1024-token window needs cdiv(1023 + 2048, 16) + 1 = 193 blocks
     r = vllm.from_available(
-        kvplan.load_model("gemma-3-12b"), 47 * GiB, vllm.config(32768, max_num_batched_tokens=2048)
+        kvplan.load_model("gemma-3-12b"),
+        47 * GiB,
+        vllm.config(32768, max_num_batched_tokens=2048, version="0.19"),
     )
     assert r.blocks_per_request == 2048 + 5 * 193
 
@@ -311,7 +314,7 @@ def test_end_to_end_from_model_gpu_and_flags_alone() -> None:
 
 def test_log_lines() -> None:
     r = vllm.from_available(
-        kvplan.load_model("llama-3.1-8b"), 29751 * 65536 * 32, vllm.config(8192)
+        kvplan.load_model("llama-3.1-8b"), 29751 * 65536 * 32, vllm.config(8192, version="0.19")
     )
     assert r.log_lines()[1:] == (
         "GPU KV cache size: 476,016 tokens",
@@ -352,7 +355,7 @@ def test_mamba_hybrid_raises_the_attention_block_size() -> None:
     # a gated-delta-net state is ((2 x 16 x 128 + 32 x 128) x 3 conv + 32 x 128 x 128) x 2 B
     # = 1,097,728 B -> blocks of 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens, page 1,114,112 B
     spec = kvplan.load_model("qwen3-next-80b-a3b")
-    r = vllm.from_available(spec, 40 * GiB, vllm.config(8192))
+    r = vllm.from_available(spec, 40 * GiB, vllm.config(8192, version="0.19"))
     assert r.block_size == 544
     assert r.page_bytes == 544 * 2048 == 1_114_112
     # 12 full + 36 linear layers -> groups of 12: one attention group, three state groups
@@ -367,7 +370,9 @@ def test_mamba1_hybrid_jamba() -> None:
     # Jamba: attention token 8 x 128 x 2 x 2 = 4,096 B; Mamba1 state (8192 x 3 + 8192 x 16) x 2 B
     # = 311,296 B -> blocks of 16 x cdiv(311,296, 65,536) = 80 tokens, page 327,680 B;
     # 4 attention + 28 mamba layers -> groups of 4: 1 + 7
-    r = vllm.from_available(kvplan.load_model("jamba-v0.1"), 10 * GiB, vllm.config(4096))
+    r = vllm.from_available(
+        kvplan.load_model("jamba-v0.1"), 10 * GiB, vllm.config(4096, version="0.19")
+    )
     assert (r.block_size, r.page_bytes, r.num_groups) == (80, 327_680, 8)
     assert r.blocks_per_request == cdiv(4096, 80) + 7
 

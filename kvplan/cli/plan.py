@@ -225,7 +225,7 @@ EngineVersionOpt = Annotated[
         "--engine-version",
         help="Engine version as the engine prints it (vLLM 0.19.1, v0.19, 0.32.0): its release"
         " line's rules; a release outside every modelled line takes the nearest and says so."
-        " Default: the newest modelled.",
+        " Default: the newest modelled (vLLM 0.32).",
     ),
 ]
 

@@ -4,8 +4,9 @@ Rules read for vLLM v0.10 to v0.19 (vllm/v1/core/kv_cache_utils.py,
 vllm/v1/kv_cache_interface.py, vllm/v1/worker/gpu_worker.py, vllm/config/cache.py):
 
 - Budget per GPU: ``requested = total x gpu_memory_utilization``; ``available = requested -
-  weights - peak activation - non-torch memory``. CUDA graphs are captured after the KV cache
-  is sized, out of the ``1 - utilization`` headroom, so they are not subtracted.
+  weights - peak activation - non-torch memory``. Up to v0.20 CUDA graphs are captured after
+  the KV cache is sized, out of the ``1 - utilization`` headroom; from v0.21.0 their profiled
+  estimate is subtracted too (kvplan.engines.vllm_cudagraph, 0 with ``enforce_eager``).
   ``--kv-cache-memory`` replaces ``available``.
 - Pages: each attention layer stores ``block_size`` tokens per page:
   ``block_size x kv_heads_per_rank x head_size x 2 (K, V) x dtype bytes``; an MLA layer stores
@@ -35,6 +36,7 @@ from fractions import Fraction
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
 from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
+from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
 from kvplan.engines.vllm_layout import (  # re-exported: callers read them from here
     FP8_DS_MLA_TOKEN_BYTES as FP8_DS_MLA_TOKEN_BYTES,
@@ -45,16 +47,17 @@ from kvplan.engines.vllm_layout import align_to_state_pages, part_owners
 from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
-from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
-    DEFAULT_VERSION as DEFAULT_VERSION,
-)
 from kvplan.engines.vllm_versions import (
+    CUDA_GRAPH_BUDGET,
     FLOAT32_SSM_STATE,
     HOLDS_NULL_BLOCK,
     KERNEL_BLOCK_TOKENS,
     ONE_LOG_LINE,
     SLIDING_KERNEL_BLOCK,
     TOKENS_FROM_CONCURRENCY,
+)
+from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
+    DEFAULT_VERSION as DEFAULT_VERSION,
 )
 from kvplan.engines.vllm_versions import VERSIONS as VERSIONS
 from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
@@ -90,6 +93,8 @@ class VllmConfig:
     async_scheduling: bool | None = None
     mamba_cache_mode: str | None = None
     num_gpu_blocks_override: int | None = None
+    # no CUDA graphs: nothing captured, nothing subtracted (--enforce-eager)
+    enforce_eager: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,9 @@ class Overhead:
       NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
       pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
       GiB logged).
+    - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
+      (kvplan.engines.vllm_cudagraph: graphs x 20.48 MiB, fitted to public logs; 102 graphs
+      = 2.04 GiB with the defaults on an H100); 0 before, and with ``enforce_eager``.
     These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
     """
 
@@ -201,9 +209,10 @@ class VllmResult:
 
 
 def estimate_overhead(
-    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int
+    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int, gpu_name: str = ""
 ) -> Overhead:
-    """The modelled profile of one GPU (see ``Overhead``)."""
+    """The modelled profile of one GPU (see ``Overhead``); ``gpu_name`` picks the default
+    largest CUDA-graph capture size (1024 on B200-class GPUs, else 512)."""
     dtype = resolve_dtype(_served_dtype(spec, cfg))
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
@@ -218,7 +227,16 @@ def estimate_overhead(
         non_torch = 72 * MiB
     else:
         non_torch = 256 * MiB
-    return Overhead(weights_bytes + rotary, activation, non_torch)
+    cuda_graph = 0
+    if cfg.version in CUDA_GRAPH_BUDGET:
+        graphs = cuda_graphs(
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            gpu_name=gpu_name,
+            enforce_eager=cfg.enforce_eager,
+        )
+        cuda_graph = graphs.estimate_bytes
+    return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
 
 
 def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:
@@ -249,12 +267,21 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
     stages = []
     for stage in walk_stages(spec, counts, weights, tp):
         overhead = estimate_overhead(
-            spec, cfg, samples=stage.is_last, weights_bytes=stage.weights_bytes
+            spec,
+            cfg,
+            samples=stage.is_last,
+            weights_bytes=stage.weights_bytes,
+            gpu_name=gpu.name,
         )
         if cfg.kv_cache_memory_bytes is not None:
             available = cfg.kv_cache_memory_bytes
         else:
-            used = overhead.weights_bytes + overhead.activation_bytes + overhead.non_torch_bytes
+            used = (
+                overhead.weights_bytes
+                + overhead.activation_bytes
+                + overhead.non_torch_bytes
+                + overhead.cuda_graph_bytes
+            )
             available = max(0, usable - used)
         first, last = stage.first_layer, stage.last_layer
         stage_group_size = _stage_group_size(

@@ -14,6 +14,7 @@ from itertools import pairwise
 from kvplan.errors import UnknownEngineError
 
 __all__ = [
+    "CUDA_GRAPH_BUDGET",
     "DEFAULT_VERSION",
     "FLOAT32_SSM_STATE",
     "HOLDS_NULL_BLOCK",
@@ -34,10 +35,10 @@ __all__ = [
 #: the rule changes in ``RULES``, each read from that release's source and dated to the first
 #: release that has it; 0.27.1 and 0.32.0 are also measured against the
 #: real engine (its CPU build; tests/data/vllm_oracle_<version>.json). Their memory budget
-#: (CUDA-graph profiling) is not modelled yet: it stays 0.19's, so give ``--kv-cache-memory``
-#: for exact figures.
+#: also subtracts the CUDA-graph estimate (kvplan.engines.vllm_cudagraph), a fit to public
+#: logs: give ``--kv-cache-memory`` for exact figures. The default is the newest line.
 VERSIONS = ("0.8", "0.19", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
-DEFAULT_VERSION = "0.19"
+DEFAULT_VERSION = "0.32"
 
 #: Each rule change after v0.19: the first release that has it, the file of vLLM's source it
 #: was read from, and what changed. The line tuples below follow from these releases.
@@ -53,6 +54,12 @@ RULES = (
         "vllm/model_executor/models/config.py",
         "Nemotron-H keeps its SSM state in float32 when --mamba-ssm-cache-dtype is auto and"
         " the config names none (float16 before)",
+    ),
+    (
+        "0.21.0",
+        "vllm/v1/worker/gpu_worker.py, vllm/envs.py",
+        "the memory budget subtracts the profiled CUDA-graph estimate"
+        " (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default; opt-in from v0.17)",
     ),
     (
         "0.25.0",
@@ -101,6 +108,9 @@ RULES = (
     ),
 )
 
+#: lines whose budget subtracts the CUDA-graph estimate (from v0.21.0; the 0.24 line also
+#: covers v0.20.x, which only printed it)
+CUDA_GRAPH_BUDGET = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines whose printed KV cache size is int(concurrency x max_model_len) (from v0.20.0)
 TOKENS_FROM_CONCURRENCY = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines that print the size and the concurrency on one line (from v0.28.0)

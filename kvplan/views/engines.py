@@ -102,6 +102,7 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         ("weights", format_bytes(doc["weights_bytes"])),
         ("peak activation", format_bytes(overhead["activation_bytes"])),
         ("non-torch memory", format_bytes(overhead["non_torch_bytes"])),
+        ("CUDA graphs", format_bytes(overhead["cuda_graph_bytes"])),
         ("available KV cache memory", format_bytes(doc["kv_cache_memory_bytes"])),
         ("KV cache groups", f"{doc['kv_cache_groups']} ({doc['padding_layers']} padding layers)"),
         ("blocks per request", f"{doc['blocks_per_request']:,}"),
