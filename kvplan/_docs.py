@@ -37,9 +37,12 @@ def _type_of(schema: dict[str, Any]) -> str:
 
 def spec_keys_markdown() -> str:
     """The table of spec keys: name, type, required or default, meaning."""
-    properties = ModelSpec.model_json_schema()["properties"]
+    from kvplan.spec_schema import schema_of
+
+    schema = schema_of(ModelSpec)
+    properties = schema.model_json_schema()["properties"]
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for name, field in ModelSpec.model_fields.items():
+    for name, field in schema.model_fields.items():
         default = "required" if field.is_required() else f"`{field.default!r}`"
         default = default.replace("`None`", "none").replace("`()`", "empty")
         rows.append(

@@ -9,8 +9,9 @@ def json_schema(kind: str) -> dict[str, Any]:
     """The JSON Schema of ``spec`` or ``budget`` files (draft 2020-12)."""
     if kind == "spec":
         from kvplan.spec import ModelSpec
+        from kvplan.spec_schema import schema_of
 
-        schema = ModelSpec.model_json_schema()
+        schema = schema_of(ModelSpec).model_json_schema()
         title = "kvplan model spec"
     elif kind == "budget":
         from kvplan.budget import Budget

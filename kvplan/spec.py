@@ -1,10 +1,17 @@
-"""The model spec: a validated, frozen view of the KV-relevant part of a model's config.
+"""The model spec: a frozen view of the KV-relevant part of a model's config.
 
 Keys follow Hugging Face ``config.json`` names, so the KV-relevant subset of a real config is
 itself a valid spec and every number can be checked against its source line by line. Unknown
 keys are rejected. ``load_spec`` reads a YAML (or JSON) file; ``parse_spec`` takes a mapping.
 
-A spec resolves once, at validation, into its per-layer cache schedule (``spec.layers``): a
+``ModelSpec`` is a frozen dataclass. What a file may hold is checked by a pydantic model built
+from these fields on first use (``kvplan.spec_schema``: strict integers, the bounds below,
+unknown keys, every problem with its line), so a command that reads only bundled specs, which
+the test suite validates that way, never imports pydantic and starts in a fraction of the
+time. Each field's type is one of the names below (``Dim``, ``Tokens``...): a plain ``int`` or
+``str`` here, a bounded strict type in the schema.
+
+A spec resolves once, when built, into its per-layer cache schedule (``spec.layers``): a
 tuple of frozen ``kvplan.layers`` objects, and the same grouped by identical layers
 (``spec.layer_groups``), which is what the estimator iterates over.
 """
@@ -12,20 +19,9 @@ tuple of frozen ``kvplan.layers`` objects, and the same grouped by identical lay
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    field_validator,
-    model_validator,
-)
+from typing import Any
 
 from kvplan.errors import SpecError, UnitError
 from kvplan.layers import (
@@ -42,7 +38,7 @@ from kvplan.layers import (
     SlidingWindowAttention,
 )
 from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
-from kvplan.validation import read_yaml, validate
+from kvplan.validation import read_yaml
 
 #: Upper bounds of the integer keys (docs/spec.md, "Limits"): far above any real model, low
 #: enough that nothing a spec says can take unbounded time or memory (the per-layer schedule
@@ -59,200 +55,242 @@ MAX_WEIGHT_BYTES = 2**52
 #: Characters of a name or Hugging Face id.
 MAX_NAME_CHARS = 256
 
-# Integers are integers: YAML's true, 32.0 or "32" are refused, never read as 1 or 32.
-Layers = Annotated[StrictInt, Field(gt=0, le=MAX_LAYERS)]
-Dim = Annotated[StrictInt, Field(gt=0, le=MAX_DIM)]
-Tokens = Annotated[StrictInt, Field(gt=0, le=MAX_TOKENS)]
-Parameters = Annotated[StrictInt, Field(gt=0, le=MAX_PARAMETERS)]
-Name = Annotated[StrictStr, Field(max_length=MAX_NAME_CHARS)]
+# The field types: a plain int, str or bool here; kvplan.spec_schema.BOUNDS gives each its strict
+# type and bounds (docs/spec.md, "Limits"): Layers 1..MAX_LAYERS; Dim (heads, dims, ranks,
+# vocabulary) 1..MAX_DIM; Tokens 1..MAX_TOKENS; Parameters 1..MAX_PARAMETERS; Count (layers that
+# may be 0) 0..MAX_LAYERS; WeightBytes 0..MAX_WEIGHT_BYTES; Name at most MAX_NAME_CHARS characters.
+Layers = int
+Dim = int
+Tokens = int
+Parameters = int
+Count = int
+WeightBytes = int
+Name = str
+Text = str
+Flag = bool
 
 
-class StoredWeights(BaseModel):
+def _key(description: str, default: Any = MISSING, **bounds: int) -> Any:
+    """A spec field: its description (docs/spec.md, the JSON Schema) and any length bounds."""
+    return field(default=default, metadata={"description": description, **bounds})
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredWeights:
     """Weight bytes as one file stores them, split as the engines place them: the token
     embedding (llama.cpp keeps it on the host), each decoder layer, and the output side (the
     head, 0 when tied, plus the final norm and other tensors outside the layers)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    embedding_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)]
-    layers_bytes: tuple[Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)], ...]
-    output_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_WEIGHT_BYTES)]
-    format: Name = Field(description="What the file calls its weight format (Q4_K_M...).")
+    embedding_bytes: WeightBytes = _key("The token embedding's bytes.")
+    layers_bytes: tuple[WeightBytes, ...] = _key("Each decoder layer's bytes.")
+    output_bytes: WeightBytes = _key("The output head, final norm and other bytes.")
+    format: Name = _key("What the file calls its weight format (Q4_K_M...).")
 
 
-class ModelSpec(BaseModel):
-    """A model's KV-cache geometry and metadata. All sizes are integers; see docs/spec.md."""
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A model's KV-cache geometry and metadata. All sizes are integers; see docs/spec.md.
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    Built by ``load_spec``/``parse_spec`` (checked as a file is) or ``ModelSpec(...)`` (the
+    same check); ``ModelSpec.from_checked`` skips it for values checked already."""
 
-    # --- identity and provenance -------------------------------------------------------------
-    name: Name = Field(
-        min_length=1, description="Canonical short name; a bundled spec's file name."
+    name: Name = _key("Canonical short name; a bundled spec's file name.", min_length=1)
+    hf_id: Name | None = _key("Hugging Face repo id the numbers come from.", None)
+    aliases: tuple[Name, ...] = _key("Other names that resolve to this spec.", ())
+    source: Text | None = _key("Where each number came from.", None)
+    model_type: Name | None = _key("config.json `model_type`.", None)
+    num_hidden_layers: Layers = _key("Decoder layers, of every kind.")
+    hidden_size: Dim | None = _key(
+        "Model width; gives head_dim = hidden_size / num_attention_heads.",
+        None,
     )
-    hf_id: Name | None = Field(None, description="Hugging Face repo id the numbers come from.")
-    aliases: tuple[Name, ...] = Field((), description="Other names that resolve to this spec.")
-    source: StrictStr | None = Field(None, description="Where each number came from.")
-    model_type: Name | None = Field(None, description="config.json `model_type`.")
-    # --- attention geometry -------------------------------------------------------------------
-    num_hidden_layers: Layers = Field(description="Decoder layers, of every kind.")
-    hidden_size: Dim | None = Field(
-        None, description="Model width; gives head_dim = hidden_size / num_attention_heads."
+    num_attention_heads: Dim = _key("Query heads.")
+    num_key_value_heads: Dim | None = _key(
+        "KV heads (GQA/MQA); absent means num_attention_heads (MHA).",
+        None,
     )
-    num_attention_heads: Dim = Field(description="Query heads.")
-    num_key_value_heads: Dim | None = Field(
-        None, description="KV heads (GQA/MQA); absent means num_attention_heads (MHA)."
+    head_dim: Dim | None = _key("K head dim; absent means hidden_size / num_attention_heads.", None)
+    v_head_dim: Dim | None = _key(
+        "V head dim when it differs from K's (MLA: the decompressed V).",
+        None,
     )
-    head_dim: Dim | None = Field(
-        None, description="K head dim; absent means hidden_size / num_attention_heads."
+    torch_dtype: Text = _key(
+        "Model dtype (float32, float16, bfloat16); the default KV cache dtype.",
     )
-    v_head_dim: Dim | None = Field(
-        None, description="V head dim when it differs from K's (MLA: the decompressed V)."
-    )
-    torch_dtype: StrictStr = Field(
-        description="Model dtype (float32, float16, bfloat16); the default KV cache dtype.",
-        validation_alias="torch_dtype",
-    )
-    max_position_embeddings: Tokens | None = Field(
-        None, description="Longest context the model is trained for."
-    )
-    # --- per-layer kinds ----------------------------------------------------------------------
-    layer_types: tuple[LayerKind, ...] | None = Field(
+    max_position_embeddings: Tokens | None = _key("Longest context the model is trained for.", None)
+    layer_types: tuple[LayerKind, ...] | None = _key(
+        "Explicit per-layer kinds, one per layer (Hugging Face `layer_types`).",
         None,
         max_length=MAX_LAYERS,
-        description="Explicit per-layer kinds, one per layer (Hugging Face `layer_types`).",
     )
-    layer_types_pattern: tuple[LayerKind, ...] | None = Field(
+    layer_types_pattern: tuple[LayerKind, ...] | None = _key(
+        "Compact form: a list of kinds repeated from layer 0 to fill all layers.",
         None,
         min_length=1,
         max_length=MAX_LAYERS,
-        description="Compact form: a list of kinds repeated from layer 0 to fill all layers.",
     )
-    sliding_window: Tokens | None = Field(
+    sliding_window: Tokens | None = _key(
+        "Window of sliding layers; alone (no layer kinds given), every layer slides.",
         None,
-        description="Window of sliding layers; alone (no layer kinds given), every layer slides.",
     )
-    use_sliding_window: StrictBool | None = Field(
-        None, description="Qwen2: false means sliding_window is ignored."
-    )
-    max_window_layers: Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)] | None = Field(
-        None, description="Qwen2: with use_sliding_window, layers from this index on slide."
-    )
-    attention_chunk_size: Tokens | None = Field(
-        None, description="Chunk of chunked local attention layers (Llama 4)."
-    )
-    # --- per-layer geometry and shared caches -------------------------------------------------
-    num_kv_shared_layers: Annotated[StrictInt, Field(ge=0, le=MAX_LAYERS)] | None = Field(
+    use_sliding_window: Flag | None = _key("Qwen2: false means sliding_window is ignored.", None)
+    max_window_layers: Count | None = _key(
+        "Qwen2: with use_sliding_window, layers from this index on slide.",
         None,
-        description="Gemma 3n/4: the last this many layers reuse the K and V of the last earlier"
+    )
+    attention_chunk_size: Tokens | None = _key(
+        "Chunk of chunked local attention layers (Llama 4).",
+        None,
+    )
+    num_kv_shared_layers: Count | None = _key(
+        "Gemma 3n/4: the last this many layers reuse the K and V of the last earlier"
         " layer of their kind and keep no cache.",
-    )
-    num_key_value_heads_per_layer: tuple[Dim, ...] | None = Field(
         None,
-        max_length=MAX_LAYERS,
-        description="KV heads of each layer when they differ (DeciLM block_configs, OpenELM);"
+    )
+    num_key_value_heads_per_layer: tuple[Dim, ...] | None = _key(
+        "KV heads of each layer when they differ (DeciLM block_configs, OpenELM);"
         " one per layer, overriding num_key_value_heads.",
-    )
-    head_dim_per_layer: tuple[Dim, ...] | None = Field(
         None,
         max_length=MAX_LAYERS,
-        description="K and V head dim of each layer when they differ; one per layer.",
     )
-    global_head_dim: Dim | None = Field(
-        None, description="Gemma 4: head dim of the full_attention layers (others: head_dim)."
-    )
-    num_global_key_value_heads: Dim | None = Field(
-        None, description="Gemma 4: KV heads of the full_attention layers."
-    )
-    # --- multi-head latent attention ----------------------------------------------------------
-    kv_lora_rank: Dim | None = Field(
-        None, description="MLA latent rank; with it, attention layers cache one latent."
-    )
-    qk_rope_head_dim: Dim | None = Field(None, description="MLA decoupled RoPE key dims.")
-    qk_nope_head_dim: Dim | None = Field(None, description="MLA per-head non-RoPE dims.")
-    q_lora_rank: Dim | None = Field(None, description="MLA query rank (no cache).")
-    index_head_dim: Dim | None = Field(
+    head_dim_per_layer: tuple[Dim, ...] | None = _key(
+        "K and V head dim of each layer when they differ; one per layer.",
         None,
-        description="DeepSeek-V3.2: the sparse-attention indexer's key dim, cached in fp8 with"
+        max_length=MAX_LAYERS,
+    )
+    global_head_dim: Dim | None = _key(
+        "Gemma 4: head dim of the full_attention layers (others: head_dim).",
+        None,
+    )
+    num_global_key_value_heads: Dim | None = _key(
+        "Gemma 4: KV heads of the full_attention layers.",
+        None,
+    )
+    kv_lora_rank: Dim | None = _key(
+        "MLA latent rank; with it, attention layers cache one latent.",
+        None,
+    )
+    qk_rope_head_dim: Dim | None = _key("MLA decoupled RoPE key dims.", None)
+    qk_nope_head_dim: Dim | None = _key("MLA per-head non-RoPE dims.", None)
+    q_lora_rank: Dim | None = _key("MLA query rank (no cache).", None)
+    index_head_dim: Dim | None = _key(
+        "DeepSeek-V3.2: the sparse-attention indexer's key dim, cached in fp8 with"
         " an fp32 scale per 128 values beside each MLA latent.",
-    )
-    # --- recurrent state ----------------------------------------------------------------------
-    mamba_d_state: Dim | None = Field(None, description="Mamba SSM state size.")
-    mamba_d_conv: Dim | None = Field(None, description="Mamba convolution kernel.")
-    mamba_expand: Dim | None = Field(
-        None, description="Mamba1: d_inner = mamba_expand x hidden_size."
-    )
-    mamba_n_heads: Dim | None = Field(None, description="Mamba2 heads.")
-    mamba_d_head: Dim | None = Field(None, description="Mamba2 head dim.")
-    mamba_n_groups: Dim | None = Field(None, description="Mamba2 B/C groups.")
-    linear_num_key_heads: Dim | None = Field(None, description="Gated delta net K heads.")
-    linear_num_value_heads: Dim | None = Field(None, description="Gated delta net V heads.")
-    linear_key_head_dim: Dim | None = Field(None, description="Gated delta net K dim.")
-    linear_value_head_dim: Dim | None = Field(None, description="Gated delta net V dim.")
-    linear_conv_kernel_dim: Dim | None = Field(
-        None, description="Gated delta net convolution kernel."
-    )
-    conv_L_cache: Dim | None = Field(  # the config.json name, as every key here
         None,
-        description="LFM2: short_conv kernel (absent: 3, as Lfm2Config); each such layer keeps"
+    )
+    mamba_d_state: Dim | None = _key("Mamba SSM state size.", None)
+    mamba_d_conv: Dim | None = _key("Mamba convolution kernel.", None)
+    mamba_expand: Dim | None = _key("Mamba1: d_inner = mamba_expand x hidden_size.", None)
+    mamba_n_heads: Dim | None = _key("Mamba2 heads.", None)
+    mamba_d_head: Dim | None = _key("Mamba2 head dim.", None)
+    mamba_n_groups: Dim | None = _key("Mamba2 B/C groups.", None)
+    linear_num_key_heads: Dim | None = _key("Gated delta net K heads.", None)
+    linear_num_value_heads: Dim | None = _key("Gated delta net V heads.", None)
+    linear_key_head_dim: Dim | None = _key("Gated delta net K dim.", None)
+    linear_value_head_dim: Dim | None = _key("Gated delta net V dim.", None)
+    linear_conv_kernel_dim: Dim | None = _key("Gated delta net convolution kernel.", None)
+    conv_L_cache: Dim | None = _key(
+        "LFM2: short_conv kernel (absent: 3, as Lfm2Config); each such layer keeps"
         " kernel - 1 positions.",
-    )
-    conv_dim: Dim | None = Field(
-        None, description="LFM2: channels of the short convolution (absent: hidden_size)."
-    )
-    state_dtype: StrictStr = Field("float32", description="dtype of recurrent state.")
-    # --- weights (sized by the planner) -------------------------------------------------------
-    num_parameters: Parameters | None = Field(None, description="Total parameters.")
-    num_active_parameters: Parameters | None = Field(
-        None, description="Parameters active per token (MoE)."
-    )
-    weight_dtype: StrictStr | None = Field(
-        None, description="Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...)."
-    )
-    num_quantized_parameters: Parameters | None = Field(
         None,
-        description="Parameters stored in weight_dtype (e.g. MoE experts); the rest are in"
+    )
+    conv_dim: Dim | None = _key(
+        "LFM2: channels of the short convolution (absent: hidden_size).",
+        None,
+    )
+    state_dtype: Text = _key("dtype of recurrent state.", "float32")
+    num_parameters: Parameters | None = _key("Total parameters.", None)
+    num_active_parameters: Parameters | None = _key("Parameters active per token (MoE).", None)
+    weight_dtype: Text | None = _key(
+        "Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...).",
+        None,
+    )
+    num_quantized_parameters: Parameters | None = _key(
+        "Parameters stored in weight_dtype (e.g. MoE experts); the rest are in"
         " torch_dtype. Absent: all of them.",
-    )
-    vocab_size: Dim | None = Field(None, description="Vocabulary size.")
-    intermediate_size: Dim | None = Field(
-        None, description="MLP width (dense layers; per expert for MoE models that set only it)."
-    )
-    tie_word_embeddings: StrictBool | None = Field(
-        None, description="Input embedding and output head share one matrix."
-    )
-    stored_weight_bytes: StoredWeights | None = Field(
         None,
-        description="Weight bytes exactly as a file stores them (a GGUF tensor table): used"
+    )
+    vocab_size: Dim | None = _key("Vocabulary size.", None)
+    intermediate_size: Dim | None = _key(
+        "MLP width (dense layers; per expert for MoE models that set only it).",
+        None,
+    )
+    tie_word_embeddings: Flag | None = _key(
+        "Input embedding and output head share one matrix.",
+        None,
+    )
+    stored_weight_bytes: StoredWeights | None = _key(
+        "Weight bytes exactly as a file stores them (a GGUF tensor table): used"
         " as they are unless a dtype or quantization re-formats the weights.",
+        None,
     )
 
-    _layers: tuple[LayerCache, ...] = PrivateAttr(default=())
-    _groups: tuple[tuple[LayerCache, int], ...] = PrivateAttr(default=())
-    _terms: dict[tuple[str, str], tuple[LayerTerm, ...]] = PrivateAttr(default_factory=dict)
-    _resolved_from: str | None = PrivateAttr(default=None)
-    _provenance: tuple[str, ...] = PrivateAttr(default=())
+    # Resolved once, when built (not fields: not compared, dumped or hashed).
+    _layers: tuple[LayerCache, ...] = field(init=False, repr=False, compare=False)
+    _groups: tuple[tuple[LayerCache, int], ...] = field(init=False, repr=False, compare=False)
+    _terms: dict[tuple[str, str], tuple[LayerTerm, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+    _resolved_from: str | None = field(init=False, repr=False, compare=False)
+    _provenance: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    @field_validator("torch_dtype")
+    def __post_init__(self) -> None:
+        from kvplan.spec_schema import check_spec
+
+        checked = check_spec(self)  # raises SpecError naming the field, as for a file
+        for name in (*_DEFAULTS, "_layers", "_groups", "_terms", "_resolved_from", "_provenance"):
+            object.__setattr__(self, name, getattr(checked, name))
+
     @classmethod
-    def _model_dtype(cls, value: str) -> str:
-        try:
-            name = resolve_dtype(value).name
-        except UnitError:
-            name = ""
-        if name not in FLOAT_DTYPES:
-            raise ValueError(
-                f"unknown model dtype {abbreviate(value)}; allowed: {', '.join(FLOAT_DTYPES)}"
-                " (or fp32, fp16, bf16)"
-            )
-        return name
+    def from_checked(cls, values: Mapping[str, Any]) -> ModelSpec:
+        """A spec of values checked already (a bundled spec, which the test suite validates
+        as a file; a schema's output): no type or bound checks, only the layer schedule,
+        which raises ValueError naming the field when the keys do not fit together. Lists
+        become tuples and a ``stored_weight_bytes`` mapping a ``StoredWeights``."""
+        unknown = values.keys() - _DEFAULTS.keys()
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]}: unknown key")
+        spec = object.__new__(cls)
+        for name, default in _DEFAULTS.items():
+            value = values.get(name, default)
+            if value is MISSING:
+                raise ValueError(f"{name}: required key is missing")
+            if isinstance(value, list):
+                value = tuple(value)
+            elif name == "stored_weight_bytes" and isinstance(value, Mapping):
+                value = _stored_from_checked(value)
+            object.__setattr__(spec, name, value)
+        spec._resolve()
+        return spec
 
-    @field_validator("state_dtype", "weight_dtype")
+    def model_dump(
+        self, *, mode: str = "python", exclude_none: bool = False, exclude_defaults: bool = False
+    ) -> dict[str, Any]:
+        """The fields as a dict, in declaration order; ``mode="json"`` gives lists for tuples.
+        (The names and options are pydantic's, which earlier releases' ``ModelSpec`` was.)"""
+        return _dump(self, _DEFAULTS, mode, exclude_none, exclude_defaults)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ModelSpec:
+        """A copy with ``update`` applied as given, unchecked, and the same layer schedule
+        and provenance (pydantic's ``model_copy``): for keys that do not change the cache,
+        such as the weight format a name gives."""
+        copy = object.__new__(ModelSpec)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(update or {})
+        return copy
+
     @classmethod
-    def _any_dtype(cls, value: str | None) -> str | None:
-        return None if value is None else _canonical_dtype(value)
+    def model_validate(cls, data: object) -> ModelSpec:
+        """``parse_spec(data)``: kept for callers of the pydantic-era name."""
+        return parse_spec(data)
 
-    @model_validator(mode="after")
-    def _resolve_layers(self) -> ModelSpec:
+    def _resolve(self) -> None:
+        """Canonical dtype names, then the per-layer schedule (ValueError naming the field)."""
+        set_ = object.__setattr__
+        set_(self, "torch_dtype", _model_dtype(self.torch_dtype))
+        set_(self, "state_dtype", _canonical_dtype(self.state_dtype, "state_dtype"))
+        if self.weight_dtype is not None:
+            set_(self, "weight_dtype", _canonical_dtype(self.weight_dtype, "weight_dtype"))
         kv, heads = self.num_key_value_heads, self.num_attention_heads
         if kv is not None and (kv > heads or heads % kv):
             # GQA shares each KV head by heads / kv query heads: it must be a whole number.
@@ -268,9 +306,11 @@ class ModelSpec(BaseModel):
         counts: dict[LayerCache, int] = {}
         for layer in layers:
             counts[layer] = counts.get(layer, 0) + 1
-        self._layers = layers
-        self._groups = tuple(counts.items())
-        return self
+        set_(self, "_layers", layers)
+        set_(self, "_groups", tuple(counts.items()))
+        set_(self, "_terms", {})
+        set_(self, "_resolved_from", None)
+        set_(self, "_provenance", ())
 
     @property
     def resolved_from(self) -> str | None:
@@ -288,8 +328,9 @@ class ModelSpec(BaseModel):
         """A copy carrying more provenance lines (and the typed name, when given); the cache
         geometry and every field stay as they are."""
         copy = self.model_copy()
-        copy._provenance = (*self._provenance, *lines)
-        copy._resolved_from = resolved_from if resolved_from is not None else self._resolved_from
+        object.__setattr__(copy, "_provenance", (*self._provenance, *lines))
+        typed = resolved_from if resolved_from is not None else self._resolved_from
+        object.__setattr__(copy, "_resolved_from", typed)
         return copy
 
     @property
@@ -305,9 +346,7 @@ class ModelSpec(BaseModel):
     def layer_terms(self, k_dtype: DType, v_dtype: DType) -> tuple[LayerTerm, ...]:
         """Each layer group with its per-layer costs in these dtypes (memoised per dtype pair)."""
         key = (k_dtype.name, v_dtype.name)
-        # Read the private dict directly: pydantic's attribute hook costs microseconds a call,
-        # and sweeps call this hundreds of thousands of times.
-        memo: dict[tuple[str, str], tuple[LayerTerm, ...]] = self.__pydantic_private__["_terms"]  # type: ignore[index]
+        memo = self._terms
         terms = memo.get(key)
         if terms is None:
             terms = tuple(
@@ -484,14 +523,60 @@ class ModelSpec(BaseModel):
         )
 
 
-_FIELDS = tuple(ModelSpec.model_fields)
+def _field_defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls) if f.init}
 
 
-def _canonical_dtype(value: str) -> str:
+#: Every spec key, in order, with its default (``MISSING`` when required).
+_DEFAULTS = _field_defaults(ModelSpec)
+_STORED_DEFAULTS = _field_defaults(StoredWeights)
+#: The spec keys, for hints and the docs.
+SPEC_KEYS = tuple(_DEFAULTS)
+
+
+def _stored_from_checked(values: Mapping[str, Any]) -> StoredWeights:
+    """``StoredWeights`` of checked values (``ModelSpec.from_checked``'s counterpart)."""
+    stored = object.__new__(StoredWeights)
+    for name in _STORED_DEFAULTS:
+        value = values[name]
+        object.__setattr__(stored, name, tuple(value) if isinstance(value, list) else value)
+    return stored
+
+
+def _dump(
+    obj: object, names: Mapping[str, Any], mode: str, exclude_none: bool, exclude_defaults: bool
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, default in names.items():
+        value = getattr(obj, name)
+        if (exclude_none and value is None) or (exclude_defaults and value == default):
+            continue
+        if isinstance(value, StoredWeights):
+            value = _dump(value, _STORED_DEFAULTS, mode, exclude_none, exclude_defaults)
+        elif mode == "json" and isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def _model_dtype(value: str) -> str:
+    try:
+        name = resolve_dtype(value).name
+    except UnitError:
+        name = ""
+    if name not in FLOAT_DTYPES:
+        raise ValueError(
+            f"torch_dtype: unknown model dtype {abbreviate(value)}; allowed:"
+            f" {', '.join(FLOAT_DTYPES)} (or fp32, fp16, bf16)"
+        )
+    return name
+
+
+def _canonical_dtype(value: str, key: str) -> str:
     try:
         return resolve_dtype(value).name
     except UnitError as e:
-        raise ValueError(str(e)) from None
+        raise ValueError(f"{key}: {e}") from None
 
 
 def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> ModelSpec:
@@ -504,7 +589,9 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
         raise SpecError(path, [f"a spec must be a mapping of keys to values, this is {kind}"])
     if "name" not in data:
         data = {"name": Path(path).stem, **data}
-    return validate(ModelSpec, data, path, text, _FIELDS, "docs/spec.md")
+    from kvplan.spec_schema import validated_spec
+
+    return validated_spec(data, path, text)
 
 
 def load_spec(path: str | Path) -> ModelSpec:

@@ -14,10 +14,9 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from kvplan.errors import SpecError, closest
 from kvplan.files import read_text
@@ -25,7 +24,10 @@ from kvplan.files import read_text
 # The C loader when PyYAML has it; both are the *safe* loader (no arbitrary objects).
 SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:  # pydantic is imported where a file is checked, not to read YAML
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 
 #: Problems listed per file; the rest are counted in one closing line.
 MAX_PROBLEMS = 20
@@ -251,6 +253,8 @@ def validate(
     where the allowed keys are listed. Identical problems are listed once, and at most
     ``MAX_PROBLEMS`` of them.
     """
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -309,6 +313,8 @@ def capped(
 
 def field_names(*models: type[BaseModel]) -> set[str]:
     """Every field name of ``models`` and of the models their fields hold, for hints."""
+    from pydantic import BaseModel
+
     names: set[str] = set()
     pending = list(models)
     seen: set[type[BaseModel]] = set()

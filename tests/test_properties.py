@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kvplan.errors import SpecError, UnitError
 from kvplan.estimator import estimate
 from kvplan.layers import LAYER_KINDS
-from kvplan.spec import ModelSpec, parse_spec
+from kvplan.spec import SPEC_KEYS, ModelSpec, parse_spec
 
 KINDS = list(LAYER_KINDS)
 small = st.integers(min_value=1, max_value=64)
@@ -120,7 +120,7 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-keys = st.sampled_from([*list(ModelSpec.model_fields), "num_kv_heads", "bogus"])
+keys = st.sampled_from([*SPEC_KEYS, "num_kv_heads", "bogus"])
 
 
 @settings(max_examples=300)

@@ -191,7 +191,7 @@ def test_layer_runs_for_display() -> None:
 
 def test_spec_is_frozen() -> None:
     s = spec()
-    with pytest.raises(ValueError, match="frozen"):
+    with pytest.raises(AttributeError, match="cannot assign"):  # a frozen dataclass
         s.num_hidden_layers = 3  # type: ignore[misc]
 
 
