@@ -1,4 +1,5 @@
-"""inclusionAI Ling / Ring (``bailing_moe``: BailingMoeForCausalLM and BailingMoeV2ForCausalLM).
+"""inclusionAI Ling / Ring (``bailing_moe``: BailingMoeForCausalLM and BailingMoeV2ForCausalLM)
+and BharatGen Param2 (``param2moe``), which keeps the same keys.
 
 GQA read like Llama: ``num_key_value_heads`` K/V heads of ``head_dim`` (absent or null:
 hidden_size / heads), as vLLM's bailing_moe.py reads them; the config class ships with the
@@ -27,7 +28,7 @@ from kvplan.importers.rules import UNIFORM_KINDS, Rule
 FAMILY = "bailing"
 
 
-def _count_bailing(r: Reading) -> Count:
+def count_bailing(r: Reading) -> Count:
     """vLLM bailing_moe.py: a fused query_key_value (bias with ``use_bias`` or
     ``use_qkv_bias``) and a dense output (``use_bias``), q/k norms with ``use_qk_norm``
     (RMSNorm with ``use_rmsnorm``, else LayerNorm), two RMSNorms a layer; the first
@@ -57,8 +58,27 @@ def _count_bailing(r: Reading) -> Count:
 register(
     FAMILY,
     "bailing_moe",
-    Rule(parameters=_count_bailing),
+    Rule(parameters=count_bailing),
     UNIFORM_KINDS,
     "read as llama (head_dim or hidden_size / heads), the experts share one cache",
     architectures=("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
+)
+
+# Param2 (vLLM param2moe.py, no transformers class): BailingMoeV2's layout and keys, with the
+# model file's getattr defaults where they differ from bailing_moe.py's: the router keeps its
+# expert bias and one shared expert unless told otherwise, layer 0 dense.
+_PARAM2 = {
+    "moe_router_enable_expert_bias": True,
+    "num_shared_experts": 1,
+    "first_k_dense_replace": 1,
+}
+
+register(
+    FAMILY,
+    "param2moe",
+    Rule(defaults=_PARAM2, parameters=count_bailing),
+    UNIFORM_KINDS,
+    "Param2 (vLLM param2moe.py): GQA read as llama (head_dim or hidden_size / heads);"
+    " BailingMoeV2's expert keys with vLLM's defaults",
+    architectures=("Param2MoEForCausalLM",),
 )

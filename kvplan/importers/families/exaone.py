@@ -15,7 +15,7 @@ the resulting ``layer_types``.
 from __future__ import annotations
 
 from kvplan.errors import SpecError
-from kvplan.importers.parameters import Count, decoder, mlp, norm, shapes, size
+from kvplan.importers.parameters import Count, decoder, mlp, moe, norm, shapes, size
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register, register_wrapper
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
@@ -106,4 +106,73 @@ register_wrapper(
     "EXAONE 4.5 with vision (vLLM: Exaone4_5_ForConditionalGeneration): text in text_config;"
     " the vision tower is not counted",
     engines=("vllm",),
+)
+
+
+def _layers_exaone_moe(r: Reading, n: int) -> None:
+    windows = r.config.get("sliding_windows")
+    if windows is not None and len({w for w in windows if w}) > 1:
+        raise SpecError("", ["sliding_windows: layers of different windows are not supported"])
+    if layers_explicit(r, n):
+        if windows is not None and any(windows):
+            r.spec["sliding_window"] = next(w for w in windows if w)
+        return
+    window = r.config.get("sliding_window", 4096)
+    if window is None:
+        r.notes.append("sliding_window null: every layer global")
+        return
+    if "sliding_window" not in r.config:
+        r.notes.append("sliding_window 4096: the exaone_moe default (not in file)")
+    every = r.config.get("sliding_window_pattern", 4)
+    every = whole(every, "sliding_window_pattern", maximum=n)
+    r.spec["sliding_window"] = window
+    r.spec["layer_types"] = [
+        "sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)
+    ]
+
+
+def _count_exaone_moe(r: Reading) -> Count:
+    """K-EXAONE (modeling_exaone_moe.py): exaone4's attention and norms; a dense gated MLP in
+    the first ``first_k_dense_replace`` layers (``mlp_layer_types`` when stated), routed experts
+    of ``moe_intermediate_size`` with ``num_shared_experts`` shared ones and a router with a
+    score-correction bias elsewhere."""
+    s = shapes(r)
+    attention = s.attention() + norm(s.head_dim).times(2) + norm(s.hidden).times(2)
+    dense = attention + mlp(s.hidden, size(r, "intermediate_size"))
+    width = size(r, "moe_intermediate_size")
+    shared = width * size(r, "num_shared_experts", default=0, minimum=0)
+    routed = moe(
+        s.hidden,
+        width,
+        size(r, "num_experts"),
+        size(r, "num_experts_per_tok"),
+        shared,
+        router_bias=True,
+    )
+    kinds = r.config.get("mlp_layer_types")
+    if kinds is None:
+        first = size(r, "first_k_dense_replace", minimum=0)
+        kinds = ["dense" if i < first else "sparse" for i in range(s.layers)]
+    num_dense = sum(1 for kind in kinds if kind == "dense")
+    layers = dense.times(num_dense) + (attention + routed).times(s.layers - num_dense)
+    return decoder(s, layers)
+
+
+# ExaoneMoeConfig defaults (configuration_exaone_moe.py) for the keys that size cache or weights.
+_EXAONE_MOE = {
+    **_EXAONE4,
+    "first_k_dense_replace": 1,
+    "moe_intermediate_size": 1024,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "num_shared_experts": 1,
+}
+register(
+    FAMILY,
+    "exaone_moe",
+    Rule(layers=_layers_exaone_moe, defaults=_EXAONE_MOE, parameters=_count_exaone_moe),
+    ("full_attention", "sliding_attention"),
+    "K-EXAONE: layer_types, else sliding unless (i + 1) % sliding_window_pattern == 0 (default"
+    " 4, window 4096); one window (ExaoneMoeConfig, vLLM exaone_moe.py)",
+    architectures=("ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"),
 )

@@ -1,10 +1,11 @@
-"""GLM-4 (``glm4``, ``glm4_moe``: Llama-shaped keys), GLM-4.7-Flash (``glm4_moe_lite``: MLA)
-and ChatGLM, which calls its K/V groups ``multi_query_group_num`` (used when
+"""GLM-4 (``glm4``, ``glm4_moe``: Llama-shaped keys), GLM-4.7-Flash (``glm4_moe_lite``: MLA),
+GLM-5 (``glm_moe_dsa``: DeepSeek V3.2's MLA with the sparse-attention indexer) and ChatGLM,
+which calls its K/V groups ``multi_query_group_num`` (used when
 ``multi_query_attention``) and its head dim ``kv_channels``."""
 
 from __future__ import annotations
 
-from kvplan.importers.families.deepseek import MLA_KEYS, count_mla
+from kvplan.importers.families.deepseek import INDEX_KEYS, MLA_KEYS, count_dsa, count_mla, dsa_state
 from kvplan.importers.parameters import (
     Count,
     decoder,
@@ -143,4 +144,41 @@ register(
     ("mla_latent",),
     "GLM-4.7-Flash: MLA like DeepSeek V3 (kv_lora_rank + qk_rope_head_dim, no factor 2)",
     architectures=("Glm4MoeLiteForCausalLM",),
+)
+
+# GLM-5 / 5.1 (configuration_glm_moe_dsa.py): DeepSeek V3.2's sparse attention (vLLM serves
+# GlmMoeDsaForCausalLM with deepseek_v32's model), so each layer caches the MLA latent and the
+# indexer's fp8 key. GlmMoeDsaConfig's values for the keys the cache and the count read.
+_GLM_MOE_DSA = {
+    "vocab_size": 154880,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 2048,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 192,
+    "v_head_dim": 256,
+    "index_head_dim": 128,
+    "index_n_heads": 32,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 2048,
+    "first_k_dense_replace": 3,
+    "max_position_embeddings": 202752,
+    "tie_word_embeddings": False,
+}
+
+register(
+    FAMILY,
+    "glm_moe_dsa",
+    Rule(
+        extra=(*MLA_KEYS, *INDEX_KEYS),
+        reads_head_dim=False,
+        defaults=_GLM_MOE_DSA,
+        state=dsa_state,
+        parameters=count_dsa,
+    ),
+    ("mla_latent",),
+    "GLM-5 (configuration_glm_moe_dsa.py; vLLM deepseek_v32): MLA latent plus the indexer's"
+    " fp8 key of index_head_dim; shared-indexer layers (index_topk_freq) are refused",
+    architectures=("GlmMoeDsaForCausalLM",),
 )

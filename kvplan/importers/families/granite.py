@@ -1,7 +1,13 @@
 """IBM Granite 3 (dense, read as Llama), Granite 3 MoE (``granitemoe``: read as Llama, the
-experts sharing one cache, as vLLM's granitemoe.py does) and Granite 4 hybrids (Mamba2 +
-attention), whose configs state ``layer_types``; a hybrid without it is refused rather than
-guessed."""
+experts sharing one cache, as vLLM's granitemoe.py does), Granite MoE with a shared MLP
+(``granitemoeshared``), the sliding-window Granite SWA models (``granite_swa``,
+``granitemoe_swa``) and Granite 4 hybrids (Mamba2 + attention), whose configs state
+``layer_types``; a hybrid without it is refused rather than guessed.
+
+GraniteSWAConfig and GraniteMoeSWAConfig build ``layer_types`` when a file states none: layer
+``i`` is global when ``i % 4 == 0``, else it slides over ``sliding_window`` (default 128);
+vLLM's granite.py (``granite_layer_attn_params``) reads that list. vLLM's granitemoe.py, which
+also serves the shared and SWA MoE classes, takes head_dim as hidden_size / heads."""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ from kvplan.importers.parameters import (
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
 from kvplan.importers.rules import MAMBA_KEYS, UNIFORM_KINDS, Rule, layers_explicit
+
+_SWA_KINDS = ("full_attention", "sliding_attention")
 
 FAMILY = "granite"
 
@@ -62,14 +70,55 @@ def _count_granite_hybrid(r: Reading) -> Count:
 def _count_granite_moe(r: Reading) -> Count:
     """Granite MoE (modeling_granitemoe.py): GQA (``attention_bias``), ``num_local_experts``
     experts with fused input_linear (2 x ``intermediate_size``) and output_linear, a bias-free
-    router; two RMSNorms a layer."""
+    router; two RMSNorms a layer; a shared gated MLP of ``shared_intermediate_size`` when it is
+    not 0 (modeling_granitemoeshared.py)."""
     s = shapes(r)
     bias = flag(r, "attention_bias")
     num_experts = size(r, "num_local_experts")
     expert = mlp(s.hidden, size(r, "intermediate_size"))
     layer = s.attention(bias, bias) + norm(s.hidden).times(2) + plain(s.hidden * num_experts)
     layer += experts(expert, num_experts, size(r, "num_experts_per_tok"))
+    shared = size(r, "shared_intermediate_size", default=0, minimum=0)
+    if shared:
+        layer += mlp(s.hidden, shared)
     return decoder(s, layer.times(s.layers))
+
+
+def _layers_granite_swa(r: Reading, n: int) -> None:
+    if layers_explicit(r, n):
+        return
+    r.spec["sliding_window"] = r.get("sliding_window")
+    r.spec["layer_types"] = [
+        "full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n)
+    ]
+    r.notes.append("layer_types: global where i % 4 == 0, else sliding (the class default)")
+
+
+# GraniteSWAConfig defaults (configuration_granite_swa.py).
+_GRANITE_SWA = {
+    "vocab_size": 100352,
+    "hidden_size": 2560,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 20,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 8192,
+    "sliding_window": 128,
+    "tie_word_embeddings": True,
+}
+# GraniteMoeSharedConfig defaults (configuration_granitemoeshared.py); GraniteMoeSWAConfig adds
+# sliding_window 128 (configuration_granitemoe_swa.py).
+_GRANITE_MOE_SHARED = {
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "max_position_embeddings": 2048,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "tie_word_embeddings": False,
+}
 
 
 # GraniteMoeConfig defaults (configuration_granitemoe.py): 8 experts, 2 active.
@@ -98,4 +147,36 @@ register(
     ("full_attention", "mamba"),
     "Mamba2 and attention layers from layer_types (required); mamba_* state",
     architectures=("GraniteMoeHybridForCausalLM",),
+)
+register(
+    FAMILY,
+    "granitemoeshared",
+    Rule(defaults=_GRANITE_MOE_SHARED, reads_head_dim=False, parameters=_count_granite_moe),
+    UNIFORM_KINDS,
+    "Granite MoE with a shared MLP: read as granitemoe, head_dim hidden_size / heads"
+    " (vLLM granitemoeshared.py); GraniteMoeSharedConfig defaults",
+    architectures=("GraniteMoeSharedForCausalLM",),
+)
+register(
+    FAMILY,
+    "granite_swa",
+    Rule(layers=_layers_granite_swa, defaults=_GRANITE_SWA),
+    _SWA_KINDS,
+    "layer_types, else global where i % 4 == 0 and sliding_window (default 128) elsewhere;"
+    " K/V heads default 4 (GraniteSWAConfig; vLLM serves it with granite.py)",
+    architectures=("GraniteSWAForCausalLM",),
+)
+register(
+    FAMILY,
+    "granitemoe_swa",
+    Rule(
+        layers=_layers_granite_swa,
+        defaults={**_GRANITE_MOE_SHARED, "sliding_window": 128},
+        reads_head_dim=False,
+        parameters=_count_granite_moe,
+    ),
+    _SWA_KINDS,
+    "layer_types, else global where i % 4 == 0 and sliding_window (default 128) elsewhere;"
+    " head_dim hidden_size / heads (GraniteMoeSWAConfig; vLLM granitemoeshared.py)",
+    architectures=("GraniteMoeSWAForCausalLM",),
 )

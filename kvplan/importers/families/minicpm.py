@@ -1,4 +1,5 @@
-"""MiniCPM3: multi-head latent attention that vLLM caches as plain K and V per head.
+"""MiniCPM 1/2/4 (``minicpm``: plain GQA) and MiniCPM3, multi-head latent attention that vLLM
+caches as plain K and V per head.
 
 MiniCPM3's attention projects through DeepSeek-style latents (``q_lora_rank``,
 ``kv_lora_rank``), but vLLM's ``MiniCPM3Attention`` (minicpm3.py) expands the latent to full
@@ -10,10 +11,10 @@ K/V heads. So the cache is multi-head attention of head_dim ``qk_nope + qk_rope`
 
 from __future__ import annotations
 
-from kvplan.importers.parameters import Count, decoder, linear, mlp, norm, shapes, size
+from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, shapes, size
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule, kv_heads_mha
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, kv_heads_mha
 
 FAMILY = "minicpm"
 
@@ -56,4 +57,35 @@ register(
     ("full_attention",),
     "MiniCPM3: MLA expanded by vLLM to heads x (qk_nope + qk_rope) for K and for V",
     architectures=("MiniCPM3ForCausalLM",),
+)
+
+
+def _count_minicpm(r: Reading) -> Count:
+    """MiniCPM 1/2/4 (modeling_minicpm.py): bias-free GQA of head_dim hidden_size / heads, a
+    gated MLP or ``num_experts`` gated experts behind a bias-free router; two RMSNorms a layer;
+    tied embeddings unless the file says otherwise."""
+    s = shapes(r)
+    inter = size(r, "intermediate_size")
+    num_experts = size(r, "num_experts", default=0, minimum=0)
+    if num_experts:
+        ffn = moe(s.hidden, inter, num_experts, size(r, "num_experts_per_tok", default=2))
+    else:
+        ffn = mlp(s.hidden, inter)
+    layer = s.attention() + ffn + norm(s.hidden).times(2)
+    return decoder(s, layer.times(s.layers))
+
+
+register(
+    FAMILY,
+    "minicpm",
+    # The remote-code MiniCPMConfig leaves tie_word_embeddings to PretrainedConfig: True.
+    Rule(
+        defaults={"tie_word_embeddings": True},
+        reads_head_dim=False,
+        parameters=_count_minicpm,
+    ),
+    UNIFORM_KINDS,
+    "MiniCPM 1/2/4: num_key_value_heads, head_dim hidden_size / heads as vLLM minicpm.py"
+    " computes it (a stated head_dim is not read); experts share one cache",
+    architectures=("MiniCPMForCausalLM",),
 )
