@@ -103,6 +103,27 @@ CASES: list[dict[str, object]] = [
     {"name": "override-llama-3.1-8b", "fixture": "llama-3.1-8b",
      "kind": "full, num_gpu_blocks_override", "kv_bytes": 2048 * MiB, "max_model_len": 8192,
      "block_size": 128, "num_gpu_blocks_override": 100},
+    # architectures read since the first recording, each from its released config
+    {"name": "mamba2-mamba-codestral-7b", "fixture": "mamba-codestral-7b",
+     "kind": "Mamba2 (no attention)", "kv_bytes": 512 * MiB, "max_model_len": 8192,
+     "block_size": 128, "overrides": {"num_hidden_layers": 4, "intermediate_size": 8192}},
+    {"name": "mamba1-falcon-mamba-7b", "fixture": "falcon-mamba-7b",
+     "kind": "Mamba1 (no attention)", "kv_bytes": 512 * MiB, "max_model_len": 8192,
+     "block_size": 128, "overrides": {"num_hidden_layers": 4, "intermediate_size": 8192}},
+    {"name": "gqa-hy3", "fixture": "hy3", "kind": "full (GQA, MoE)", "kv_bytes": 1024 * MiB,
+     "max_model_len": 8192, "block_size": 128, "overrides": {"num_hidden_layers": 8}},
+    {"name": "sliding-laguna-xs.2", "fixture": "laguna-xs.2",
+     "kind": "sliding/full, per-layer query heads", "kv_bytes": 2048 * MiB,
+     "max_model_len": 8192, "block_size": 128},
+    {"name": "refused-laguna-xs.2", "fixture": "laguna-xs.2",
+     "kind": "sliding/full, per-layer query heads, refused", "kv_bytes": 1024 * MiB,
+     "max_model_len": 8192, "block_size": 128},
+    {"name": "mha-hrm-text-1b", "fixture": "hrm-text-1b", "kind": "full (MHA, recurrent stacks)",
+     "kv_bytes": 4096 * MiB, "max_model_len": 4096, "block_size": 128,
+     "overrides": {"hidden_size": 1536}},
+    {"name": "refused-hrm-text-1b", "fixture": "hrm-text-1b",
+     "kind": "full (MHA, recurrent stacks), refused", "kv_bytes": 2048 * MiB,
+     "max_model_len": 4096, "block_size": 128, "overrides": {"hidden_size": 1536}},
 ]
 
 #: config keys that size weights but no cache, shrunk to these values when present
@@ -135,7 +156,7 @@ def shrunk_config(fixture: str) -> dict[str, object]:
     for key, value in SHRINK.items():
         if key in text:
             text[key] = value
-    if "kv_lora_rank" not in text and text.get("head_dim") is None:
+    if "kv_lora_rank" not in text and "num_attention_heads" in text and not text.get("head_dim"):
         # the head size would follow hidden_size: state it, then shrink the width
         text["head_dim"] = int(text["hidden_size"]) // int(text["num_attention_heads"])
     if "mamba_expand" not in text and "expand" not in text:
