@@ -60,6 +60,7 @@ class PlanRequest:
     async_scheduling: bool | None = None
     mamba_cache_mode: str | None = None
     num_gpu_blocks_override: int | None = None
+    enforce_eager: bool | None = None  # vLLM --enforce-eager: no CUDA graphs (None: off)
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int = 1
@@ -202,6 +203,7 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
         async_scheduling=r.async_scheduling,
         mamba_cache_mode=r.mamba_cache_mode,
         num_gpu_blocks_override=r.num_gpu_blocks_override,
+        enforce_eager=bool(r.enforce_eager),
         block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,

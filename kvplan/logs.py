@@ -345,6 +345,9 @@ def _vllm_flags(text: str, line: str) -> dict[str, Any]:
         flags["async_scheduling"] = scheduling == "True"
     elif "device_config=cpu" in text or re.search(r"\bCPU KV cache size", text):
         flags["async_scheduling"] = False  # vllm/platforms/cpu.py turns it off
+    eager = _find(r"enforce_eager=(True|False)", text)
+    if eager is not None:
+        flags["enforce_eager"] = eager == "True"  # no CUDA graphs, none of their memory
     override = _find(r"num_gpu_blocks_override=(\d+)", text)
     if override is not None:
         flags["num_gpu_blocks_override"] = int(override)

@@ -103,3 +103,39 @@ def test_budget_subtracts_it_from_v0_21() -> None:
 def test_the_default_is_the_newest_line() -> None:
     assert vllm.DEFAULT_VERSION == vllm.VERSIONS[-1] == "0.32"
     assert vllm.resolve_version(None).line == "0.32"
+
+
+def test_enforce_eager_on_the_command_line_and_in_a_log() -> None:
+    import re
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+    from kvplan.logs import reconcile
+
+    runner = CliRunner()
+    args = ["plan", "llama-3.1-8b", "--gpu", "h100", "-e", "vllm", "-c", "8K", "-f", "json"]
+    graphs = json.loads(runner.invoke(app, args).stdout)
+    eager = json.loads(runner.invoke(app, [*args, "--enforce-eager"]).stdout)
+    assert (graphs["vllm_settings"]["enforce_eager"], eager["vllm_settings"]["enforce_eager"]) == (
+        False,
+        True,
+    )
+    assert eager["overhead"]["cuda_graph_bytes"] == 0
+    # the pool grows by exactly the 102 graphs' estimate
+    assert (
+        eager["kv_cache_memory_bytes"] - graphs["kv_cache_memory_bytes"] == 102 * PER_GRAPH_BYTES
+    )
+    other = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--enforce-eager"])
+    assert other.exit_code == 2
+    assert "--enforce-eager: a vLLM flag" in other.stderr
+    # reconcile reads the flag from the engine's config line
+    log = (
+        "INFO 12-01 10:00:00 [core.py:93] Initializing a V1 LLM engine (v0.32.0) with config:"
+        " model='meta-llama/Llama-3.1-8B', dtype=torch.bfloat16, max_seq_len=8192,"
+        " tensor_parallel_size=1, pipeline_parallel_size=1, enforce_eager=True,"
+        " kv_cache_dtype=auto, enable_prefix_caching=True\n"
+    )
+    found = reconcile(log, gpu="h100")
+    assert found.settings["enforce_eager"] is True
+    assert re.search("CUDA graphs", "\n".join(str(r) for r in found.rows))

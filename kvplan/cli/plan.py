@@ -186,6 +186,15 @@ MambaCacheModeOpt = Annotated[
         help="vLLM 0.32: none or align; vLLM sets it from prefix caching (align with it).",
     ),
 ]
+EnforceEagerOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enforce-eager",
+        help="vLLM: run without CUDA graphs; from v0.21.0 no graph memory is then taken from"
+        " the KV cache budget.",
+        show_default=False,
+    ),
+]
 GpuBlocksOverrideOpt = Annotated[
     int | None,
     _opt(
@@ -280,6 +289,7 @@ def plan_command(
     async_scheduling: AsyncSchedulingOpt = None,
     mamba_cache_mode: MambaCacheModeOpt = None,
     num_gpu_blocks_override: GpuBlocksOverrideOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -395,6 +405,7 @@ _VLLM_FLAGS = (
     "async_scheduling",
     "mamba_cache_mode",
     "num_gpu_blocks_override",
+    "enforce_eager",
 )
 
 
@@ -421,12 +432,7 @@ def _plan(a: dict[str, Any]) -> None:
         "disaggregate",
     )
     cluster = ClusterAsk(*(a[k] for k in keys))
-    parallel = a["tensor_parallel_size"] or a["pipeline_parallel_size"]
-    given = a["gpu_memory"] or a["kv_cache_memory"] or a["lengths"]
-    both = None not in (a["max_model_len"], a["concurrency"])
-    if a["engine"] != "llama.cpp" and cluster.wanted(
-        a["gpu"], fewest_gpus=a["engine"] == "ideal" and both and not (parallel or given)
-    ):
+    if cluster.wanted(a):
         found = cluster.plan(spec, a["gpu"], **common)
         emit(a["output"], lambda: views.cluster_to_dict(found), lambda: views.cluster_view(found))
         check_failed_unless(found.fits)

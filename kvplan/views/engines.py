@@ -33,6 +33,7 @@ def _vllm_settings(r: VllmResult) -> dict[str, Any]:
         "mamba_cache_mode": resolved.mamba_cache_mode if resolved else None,
         "in_flight_tokens": resolved.in_flight_tokens if resolved else None,
         "num_gpu_blocks_override": cfg.num_gpu_blocks_override,
+        "enforce_eager": cfg.enforce_eager,
     }
 
 
