@@ -94,16 +94,9 @@ register(
 # --- Step 3.5 -----------------------------------------------------------------------------------
 
 # Step3p5Config defaults (vLLM transformers_utils/configs/step3p5.py) for the keys that size
-# the cache; it has no max_position_embeddings default, so max_seq_len gives the length.
-_STEP3P5 = {
-    "hidden_size": 5120,
-    "intermediate_size": 13312,
-    "num_attention_heads": 40,
-    "num_attention_groups": 8,
-    "num_hidden_layers": 48,
-    "max_seq_len": 4096,
-    "vocab_size": 65536,
-}
+# the cache are StepConfig's, without its tie_word_embeddings; it has no
+# max_position_embeddings default, so max_seq_len gives the length.
+_STEP3P5 = {key: value for key, value in _STEP1.items() if key != "tie_word_embeddings"}
 
 
 def _step3p5_kinds(r: Reading, n: int) -> list[str]:
