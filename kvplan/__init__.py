@@ -86,6 +86,8 @@ _LAZY: dict[str, str] = {
     "Candidate": "kvplan.planner.cluster",
     "ClusterPlan": "kvplan.planner.cluster",
     "plan_cluster": "kvplan.planner.api",
+    "is_cluster_question": "kvplan.planner.cluster_route",
+    "plan_deployment": "kvplan.planner.cluster_route",
     "System": "kvplan.systems",
     "UnknownSystemError": "kvplan.systems",
     "find_system": "kvplan.systems",
@@ -167,6 +169,7 @@ if TYPE_CHECKING:
     from kvplan.planner import LengthMix, Overhead, Plan, StagePlan, estimate_overhead, plan
     from kvplan.planner.api import plan_cluster
     from kvplan.planner.cluster import Candidate, ClusterPlan
+    from kvplan.planner.cluster_route import is_cluster_question, plan_deployment
     from kvplan.probe import ProbeResult, run_probe
     from kvplan.schemas import json_schema
     from kvplan.spec import ModelSpec, load_spec, parse_spec
@@ -256,6 +259,7 @@ __all__ = [
     "find_system",
     "format_bytes",
     "import_config",
+    "is_cluster_question",
     "json_schema",
     "list_architectures",
     "list_gpus",
@@ -276,6 +280,7 @@ __all__ = [
     "pipeline_partition",
     "plan",
     "plan_cluster",
+    "plan_deployment",
     "read_log",
     "recommend",
     "reconcile",

@@ -85,8 +85,7 @@ DisaggregateOpt = Annotated[
 
 @dataclass(frozen=True)
 class ClusterAsk:
-    """The cluster options of one ``kvplan plan`` call, and whether they route it to the
-    node-aware search (``kvplan.planner.plan_cluster``)."""
+    """The cluster options of one ``kvplan plan`` call, as the library takes them."""
 
     system: str | None
     gpus_per_node: int | None
@@ -97,28 +96,31 @@ class ClusterAsk:
     prices: str | None
     disaggregate: str | None = None  # prompt tokens of the P/D candidate (--disaggregate)
 
-    def wanted(self, gpu: str | None, *, fewest_gpus: bool) -> bool:
-        """True when a cluster option is given, several GPUs are named, or the question is
-        the fewest GPUs (``fewest_gpus``: a length and a concurrency, the ideal engine, no
-        -tp/-pp, no given memory) on a GPU that a catalog system is built of."""
-        given = (
-            self.system,
-            self.gpus_per_node,
-            self.nodes,
-            self.objective,
-            self.top,
-            self.disaggregate,
-        )
-        if any(v is not None for v in given) or self.price or self.prices:
-            return True
-        if gpu is not None and "," in gpu:
-            return True
-        if not fewest_gpus or gpu is None:
-            return False
-        from kvplan.hardware import find_gpu
-        from kvplan.systems import system_for_gpu
+    def wanted(self, a: dict[str, Any]) -> bool:
+        """Whether ``kvplan plan`` with its options ``a`` is a cluster question: the
+        library's rule (``kvplan.planner.cluster_route.is_cluster_question``), given what
+        was asked on the command line."""
+        from kvplan.planner.cluster_route import is_cluster_question
 
-        return system_for_gpu(find_gpu(gpu)) is not None
+        return is_cluster_question(
+            a["gpu"],
+            max_model_len=a["max_model_len"],
+            concurrency=a["concurrency"],
+            tensor_parallel_size=a["tensor_parallel_size"],
+            pipeline_parallel_size=a["pipeline_parallel_size"],
+            kv_cache_memory_bytes=a["kv_cache_memory"] or None,
+            lengths=a["lengths"] or None,
+            gpu_memory_bytes=a["gpu_memory"] or None,
+            engine=a["engine"],
+            system=self.system,
+            gpus_per_node=self.gpus_per_node,
+            nodes=self.nodes,
+            objective=self.objective,
+            top=self.top,
+            prices=self.price or (),
+            prices_file=self.prices or None,
+            disaggregate=self.disaggregate,
+        )
 
     def plan(self, spec: "ModelSpec", gpu: str | None, **settings: Any) -> "ClusterPlan":
         """The ranked deployments; ``settings`` are plan's own (max_model_len, concurrency,
