@@ -5,8 +5,13 @@ vocabulary and real tensor data with tiny dimensions), loads it on the CPU throu
 llama-cpp-python's low-level API in a child process (one per case) and keeps the lines
 llama.cpp prints about its buffers: model buffers per buffer type (CPU, CPU_Mapped,
 CPU_REPACK), the KV buffer and its size lines, the output buffer, the compute buffer and the
-padded ``n_ctx``. The recording is written to ``tests/data/llamacpp_oracle_<commit>.json``
-with the llama.cpp commit, the llama-cpp-python version and each case's settings.
+padded ``n_ctx``. The compute buffer's exact size in bytes is read as well (``compute_bytes``):
+an eval callback sees the first node of a one-token decode, whose ``buffer`` is the compute
+buffer, and ``ggml_backend_buffer_get_size`` gives its size (the decode does not grow it). The
+recording is written to ``tests/data/llamacpp_oracle_<commit>.json`` with the llama.cpp
+commit, the llama-cpp-python version and each case's settings. The cases: llama, qwen2, qwen3,
+gemma2/3 with sliding windows, deepseek2 MLA (dense, and with V2's or V3's routed experts) and
+a grid of qwen3moe ones (experts, experts used, expert width, n_embd, -ub, flash attention).
 
 Usage (in an environment with ``llama-cpp-python`` and ``gguf`` installed):
 
@@ -99,36 +104,114 @@ CASES: list[dict[str, Any]] = [
     _case("qwen3moe-ffexp32-used2-ub128", "qwen3moe", ff_exp=32, n_ubatch=128, n_batch=128),
 ]
 
-QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa")
+#: the qwen3moe grid: (experts, used, expert width, n_embd, -ub, flash attention)
+MOE_GRID = [
+    (4, 1, 64, 64, 512, True),
+    (4, 4, 64, 64, 512, True),
+    (8, 1, 64, 64, 512, True),
+    (8, 4, 64, 64, 512, True),
+    (8, 8, 64, 64, 512, True),
+    (16, 2, 64, 64, 512, True),
+    (16, 4, 32, 64, 512, True),
+    (8, 2, 32, 64, 512, True),
+    (8, 2, 128, 64, 512, True),
+    (8, 2, 256, 64, 512, True),
+    (8, 2, 64, 128, 512, True),
+    (8, 2, 64, 256, 512, True),
+    (8, 2, 128, 128, 256, True),
+    (8, 2, 64, 64, 128, True),
+    (8, 4, 128, 64, 128, True),
+    (8, 2, 256, 256, 256, True),
+    (16, 8, 32, 128, 512, True),
+    (8, 2, 64, 64, 512, False),
+    (8, 4, 128, 64, 512, False),
+    (16, 2, 64, 128, 256, False),
+    (8, 2, 256, 64, 128, False),
+    (4, 2, 32, 256, 512, False),
+]
+CASES += [
+    _case(
+        f"qwen3moe-e{e}-u{u}-f{f}-d{d}-ub{ub}" + ("" if fa else "-nofa"),
+        "qwen3moe",
+        experts=e,
+        experts_used=u,
+        ff_exp=f,
+        embd=d,
+        n_ubatch=ub,
+        n_batch=ub,
+        flash_attn=fa,
+    )
+    for e, u, f, d, ub, fa in MOE_GRID
+]
+#: deepseek2 with routed experts: V3's router (sigmoid, selection bias, groups, normalised
+#: and scaled weights) and V2's (softmax, scaled or not), one leading dense layer
+_V3 = {"shared": 1, "lead": 1, "gating": 2, "probs_b": True, "norm": True, "scale": 2.5}
+_V2 = {"lead": 1, "gating": 1, "probs_b": False, "norm": False, "groups": None}
+DEEPSEEK_MOE = [
+    ("v3", {**_V3, "experts": 8, "used": 2, "ff_exp": 64, "groups": [4, 2]}, {}),
+    (
+        "v3-nofa",
+        {**_V3, "experts": 8, "used": 2, "ff_exp": 64, "groups": [4, 2]},
+        {"flash_attn": False},
+    ),
+    (
+        "v3-e16-u4-g8-ub128",
+        {**_V3, "experts": 16, "used": 4, "ff_exp": 128, "groups": [8, 4]},
+        {"n_ubatch": 128, "n_batch": 128},
+    ),
+    ("v2lite", {**_V2, "experts": 8, "used": 4, "ff_exp": 32, "shared": 2, "scale": 1.0}, {}),
+    (
+        "v2-scale16-ub256",
+        {**_V2, "experts": 8, "used": 2, "ff_exp": 64, "shared": 2, "scale": 16.0},
+        {"n_ubatch": 256, "n_batch": 256},
+    ),
+]
+CASES += [
+    _case("qwen2-f16", "qwen2", embd=128),
+    _case("qwen2-f16-nofa-ub256", "qwen2", embd=128, flash_attn=False, n_ubatch=256, n_batch=256),
+]
+CASES += [_case(f"deepseek2-moe-{n}", "deepseek2", moe=m, **kw) for n, m, kw in DEEPSEEK_MOE]
+
+QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa", "qwen3moe-ffexp128-used4")
 
 
 # --- writing the GGUF files --------------------------------------------------------------
 
 
-def _tensors(arch: str, layers: int, ff_exp: int = FF_EXP) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, ggml shape: ne[0] first) of every tensor llama.cpp loads for ``arch``."""
-    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (EMBD, VOCAB))]
-    out.append(("output_norm.weight", (EMBD,)))
-    if arch in ("llama", "qwen3", "qwen3moe", "deepseek2"):
-        out.append(("output.weight", (EMBD, VOCAB)))
+def _tensors(case: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, ggml shape: ne[0] first) of every tensor llama.cpp loads for ``case``'s arch."""
+    arch, layers = case["arch"], case["layers"]
+    ff_exp = case.get("ff_exp", FF_EXP)
+    experts = case.get("experts", EXPERTS)
+    embd = case.get("embd", EMBD)
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (embd, VOCAB))]
+    out.append(("output_norm.weight", (embd,)))
+    if arch in ("llama", "qwen2", "qwen3", "qwen3moe", "deepseek2"):
+        out.append(("output.weight", (embd, VOCAB)))
     for i in range(layers):
         b = f"blk.{i}."
-        out.append((b + "attn_norm.weight", (EMBD,)))
+        out.append((b + "attn_norm.weight", (embd,)))
         if arch == "deepseek2":
             out += [
-                (b + "attn_q.weight", (EMBD, HEADS * (32 + 32))),
-                (b + "attn_kv_a_mqa.weight", (EMBD, 64 + 32)),
+                (b + "attn_q.weight", (embd, HEADS * (32 + 32))),
+                (b + "attn_kv_a_mqa.weight", (embd, 64 + 32)),
                 (b + "attn_kv_a_norm.weight", (64,)),
                 (b + "attn_k_b.weight", (32, 64, HEADS)),
                 (b + "attn_v_b.weight", (64, 32, HEADS)),
-                (b + "attn_output.weight", (HEADS * 32, EMBD)),
+                (b + "attn_output.weight", (HEADS * 32, embd)),
             ]
         else:
             out += [
-                (b + "attn_q.weight", (EMBD, HEADS * HEAD_DIM)),
-                (b + "attn_k.weight", (EMBD, KV_HEADS * HEAD_DIM)),
-                (b + "attn_v.weight", (EMBD, KV_HEADS * HEAD_DIM)),
-                (b + "attn_output.weight", (HEADS * HEAD_DIM, EMBD)),
+                (b + "attn_q.weight", (embd, HEADS * HEAD_DIM)),
+                (b + "attn_k.weight", (embd, KV_HEADS * HEAD_DIM)),
+                (b + "attn_v.weight", (embd, KV_HEADS * HEAD_DIM)),
+                (b + "attn_output.weight", (HEADS * HEAD_DIM, embd)),
+            ]
+        if arch == "qwen2":
+            out += [
+                (b + "attn_q.bias", (HEADS * HEAD_DIM,)),
+                (b + "attn_k.bias", (KV_HEADS * HEAD_DIM,)),
+                (b + "attn_v.bias", (KV_HEADS * HEAD_DIM,)),
             ]
         if arch in ("qwen3", "qwen3moe", "gemma3"):
             out += [
@@ -136,30 +219,64 @@ def _tensors(arch: str, layers: int, ff_exp: int = FF_EXP) -> list[tuple[str, tu
                 (b + "attn_k_norm.weight", (HEAD_DIM,)),
             ]
         if arch in ("gemma2", "gemma3"):
-            out.append((b + "post_attention_norm.weight", (EMBD,)))
-            out.append((b + "post_ffw_norm.weight", (EMBD,)))
+            out.append((b + "post_attention_norm.weight", (embd,)))
+            out.append((b + "post_ffw_norm.weight", (embd,)))
         if arch == "qwen3moe":
             out += [
-                (b + "ffn_norm.weight", (EMBD,)),
-                (b + "ffn_gate_inp.weight", (EMBD, EXPERTS)),
-                (b + "ffn_gate_exps.weight", (EMBD, ff_exp, EXPERTS)),
-                (b + "ffn_up_exps.weight", (EMBD, ff_exp, EXPERTS)),
-                (b + "ffn_down_exps.weight", (ff_exp, EMBD, EXPERTS)),
+                (b + "ffn_norm.weight", (embd,)),
+                (b + "ffn_gate_inp.weight", (embd, experts)),
+                (b + "ffn_gate_exps.weight", (embd, ff_exp, experts)),
+                (b + "ffn_up_exps.weight", (embd, ff_exp, experts)),
+                (b + "ffn_down_exps.weight", (ff_exp, embd, experts)),
             ]
             continue
+        if arch == "deepseek2" and "moe" in case and i >= case["moe"]["lead"]:
+            out += _deepseek_moe(b, embd, case["moe"])
+            continue
         out += [
-            (b + "ffn_norm.weight", (EMBD,)),
-            (b + "ffn_gate.weight", (EMBD, FF)),
-            (b + "ffn_up.weight", (EMBD, FF)),
-            (b + "ffn_down.weight", (FF, EMBD)),
+            (b + "ffn_norm.weight", (embd,)),
+            (b + "ffn_gate.weight", (embd, FF)),
+            (b + "ffn_up.weight", (embd, FF)),
+            (b + "ffn_down.weight", (FF, embd)),
         ]
     return out
+
+
+def _deepseek_moe(b: str, embd: int, moe: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
+    """A deepseek2 MoE layer's feed-forward: router, routed and shared experts."""
+    n, width, shared = moe["experts"], moe["ff_exp"], moe["shared"] * moe["ff_exp"]
+    out = [(b + "ffn_norm.weight", (embd,)), (b + "ffn_gate_inp.weight", (embd, n))]
+    if moe["probs_b"]:
+        out.append((b + "exp_probs_b.bias", (n,)))
+    out += [
+        (b + "ffn_gate_exps.weight", (embd, width, n)),
+        (b + "ffn_up_exps.weight", (embd, width, n)),
+        (b + "ffn_down_exps.weight", (width, embd, n)),
+        (b + "ffn_gate_shexp.weight", (embd, shared)),
+        (b + "ffn_up_shexp.weight", (embd, shared)),
+        (b + "ffn_down_shexp.weight", (shared, embd)),
+    ]
+    return out
+
+
+def _deepseek_moe_metadata(writer: Any, a: str, moe: dict[str, Any]) -> None:
+    writer.add_uint32(f"{a}.leading_dense_block_count", moe["lead"])
+    writer.add_uint32(f"{a}.expert_feed_forward_length", moe["ff_exp"])
+    writer.add_uint32(f"{a}.expert_shared_count", moe["shared"])
+    writer.add_uint32(f"{a}.expert_count", moe["experts"])
+    writer.add_uint32(f"{a}.expert_used_count", moe["used"])
+    writer.add_float32(f"{a}.expert_weights_scale", moe["scale"])
+    writer.add_bool(f"{a}.expert_weights_norm", moe["norm"])
+    writer.add_uint32(f"{a}.expert_gating_func", moe["gating"])  # 1 softmax, 2 sigmoid
+    if moe["groups"]:
+        writer.add_uint32(f"{a}.expert_group_count", moe["groups"][0])
+        writer.add_uint32(f"{a}.expert_group_used_count", moe["groups"][1])
 
 
 def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None:
     a = arch
     writer.add_uint32(f"{a}.context_length", CTX_TRAIN)
-    writer.add_uint32(f"{a}.embedding_length", EMBD)
+    writer.add_uint32(f"{a}.embedding_length", case.get("embd", EMBD))
     writer.add_uint32(f"{a}.block_count", layers)
     writer.add_uint32(f"{a}.feed_forward_length", FF)
     writer.add_uint32(f"{a}.attention.head_count", HEADS)
@@ -174,6 +291,9 @@ def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None
         writer.add_uint32(f"{a}.attention.value_length_mla", 32)
         writer.add_uint32(f"{a}.attention.q_lora_rank", 0)
         writer.add_uint32(f"{a}.rope.dimension_count", 32)
+        if "moe" in case:
+            _deepseek_moe_metadata(writer, a, case["moe"])
+            return
         writer.add_uint32(f"{a}.leading_dense_block_count", layers)
         writer.add_uint32(f"{a}.expert_feed_forward_length", FF)
         writer.add_uint32(f"{a}.expert_shared_count", 1)
@@ -184,7 +304,7 @@ def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None
     writer.add_uint32(f"{a}.attention.key_length", HEAD_DIM)
     writer.add_uint32(f"{a}.attention.value_length", HEAD_DIM)
     if arch == "qwen3moe":
-        writer.add_uint32(f"{a}.expert_count", EXPERTS)
+        writer.add_uint32(f"{a}.expert_count", case.get("experts", EXPERTS))
         writer.add_uint32(f"{a}.expert_used_count", case.get("experts_used", EXPERTS_USED))
         writer.add_uint32(f"{a}.expert_feed_forward_length", case.get("ff_exp", FF_EXP))
     if arch in ("gemma2", "gemma3"):
@@ -217,7 +337,7 @@ def write_gguf(case: dict[str, Any], path: Path) -> None:
     writer = gguf.GGUFWriter(str(path), case["arch"])
     _metadata(writer, case["arch"], case["layers"], case)
     _vocab(writer)
-    for name, shape in _tensors(case["arch"], case["layers"], case.get("ff_exp", FF_EXP)):
+    for name, shape in _tensors(case):
         data = (rng.standard_normal(tuple(reversed(shape))) * 0.02).astype(np.float32)
         if len(shape) == 1:
             writer.add_tensor(name, data)
@@ -268,12 +388,48 @@ def _child(case: dict[str, Any], path: str) -> None:
     cparams.flash_attn_type = 1 if case["flash_attn"] else 0
     cparams.type_k = _CACHE_TYPES[case["type_k"]]
     cparams.type_v = _CACHE_TYPES[case["type_v"]]
+    seen: list[int] = []
+
+    @llama_cpp.ggml_backend_sched_eval_callback  # type: ignore[misc]
+    def _node(tensor: int, ask: bool, user_data: ctypes.c_void_p) -> bool:
+        # ggml_tensor.buffer (the second field, at byte 8): the compute buffer of a node
+        if ask and not seen:
+            seen.append(ctypes.c_void_p.from_address(tensor + 8).value or 0)
+        return False
+
+    cparams.cb_eval = _node
     ctx = llama_cpp.llama_init_from_model(model, cparams)
     if not ctx:
         sys.stderr.write("ORACLE: context refused\n")
         sys.exit(4)
+    _print_compute_bytes(ctx, seen)
     llama_cpp.llama_free(ctx)
     llama_cpp.llama_model_free(model)
+
+
+def _print_compute_bytes(ctx: Any, seen: list[int]) -> None:
+    """Decode one token and print the exact size of the compute buffer its first node lives
+    in (``ggml_backend_buffer_get_size``): the one-token graph fits the reserved buffer, which
+    is therefore not reallocated."""
+    import ctypes
+
+    import llama_cpp
+
+    batch = llama_cpp.llama_batch_init(1, 0, 1)
+    batch.n_tokens = 1
+    batch.token[0], batch.pos[0], batch.n_seq_id[0], batch.logits[0] = 3, 0, 1, 1
+    batch.seq_id[0][0] = 0
+    if llama_cpp.llama_decode(ctx, batch) != 0 or not seen:
+        return
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    lib.ggml_backend_buffer_get_size.restype = ctypes.c_size_t
+    lib.ggml_backend_buffer_get_size.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_buffer_name.restype = ctypes.c_char_p
+    lib.ggml_backend_buffer_name.argtypes = [ctypes.c_void_p]
+    name = lib.ggml_backend_buffer_name(seen[0]).decode()
+    size = lib.ggml_backend_buffer_get_size(seen[0])
+    sys.stderr.write(f"ORACLE: {name} compute buffer bytes = {size}\n")
+    llama_cpp.llama_batch_free(batch)
 
 
 _MODEL = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
@@ -283,6 +439,7 @@ _OUT = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB
 # the context is freed (``~llama_context: CPU compute buffer size is 2.1387 MiB``)
 _COMPUTE = re.compile(r"\w+:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 _COMPUTE_FREED = re.compile(r"~llama_context:\s+(\S+) compute buffer size is\s+([\d.]+) MiB")
+_COMPUTE_BYTES = re.compile(r"ORACLE: (\S+) compute buffer bytes = (\d+)")
 _CTX = re.compile(r"llama_context: n_ctx\s+= (\d+)")
 _SIZE = re.compile(r"llama_kv_cache: size = .*")
 
@@ -297,6 +454,7 @@ def parse_log(text: str) -> dict[str, Any]:
     return {
         "buffers": buffers,
         "compute_freed_mib": {m[1]: m[2] for m in _COMPUTE_FREED.finditer(text)},
+        "compute_bytes": {m[1]: int(m[2]) for m in _COMPUTE_BYTES.finditer(text)},
         "n_ctx": int(ctx[1]) if ctx else None,
         "kv_size_lines": [m[0].split(": ", 1)[1] for m in _SIZE.finditer(text)],
         "refused": "ORACLE: context refused" in text,

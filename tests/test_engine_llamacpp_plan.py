@@ -336,6 +336,19 @@ def test_cpu_plan_of_a_gguf_file_has_the_mapped_span_and_the_repacked_weights(
     assert p.layout.host.model_bytes == sum(model.values())
 
 
+def test_cpu_plan_of_a_moe_gguf_file_has_the_recorded_compute_buffer(tmp_path: Path) -> None:
+    # qwen3moe-q4_0-ub256 as recorded: llama.cpp's CPU compute buffer was 1,252,352 B; the plan
+    # reads the routed experts from the file's header to rebuild the graph that allocates it
+    path = _recorded_case_file("qwen3moe-q4_0-ub256", tmp_path)
+    from kvplan.importers.gguf import import_gguf
+
+    spec = import_gguf(path).spec
+    ask = LlamaCppAsk(model=path, n_ctx=1024, n_ubatch=256, n_batch=256, backend="cpu")
+    p = plan(spec, find_gpu("h100"), ask)
+    compute = {b.device: b.bytes for b in p.buffers if b.kind == "compute"}
+    assert compute == {"CPU": 1_252_352}
+
+
 def test_plan_cli_takes_the_moe_offload_flags() -> None:
     """plan's --cpu-moe, --n-cpu-moe and -ot reach the layout and the llama-server line."""
     from typer.testing import CliRunner

@@ -23,22 +23,26 @@ against that build's printed sizes (``tests/data/llamacpp_oracle_0c1e570.json``)
   ``n_embd x n_seq_max x 4`` when enabled. On CPU it is the ``CPU`` buffer; with a GPU it is
   that device's pinned host buffer (``CUDA_Host``).
 - **compute**: the peak of the graph allocator over the reserved graphs (``graph_reserve``
-  for a prompt ubatch and for one token). It is not modelled byte for byte here: the rule in
-  ``compute_bytes_cpu`` is fitted to the recording and its error is stated there.
+  for a prompt ubatch and for one token; the prompt's is the larger). ``compute_bytes_cpu``
+  builds the prompt graph and replays ``ggml-alloc.c`` over it
+  (``llamacpp_compute.cpu_graph_bytes``): exact to the byte for llama, qwen2, qwen3, qwen3moe,
+  gemma2/3 and deepseek2 (MLA, dense and routed layers), with and without flash attention;
+  other graphs fall back to a fitted rule whose error is stated there.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
+    from kvplan.engines.llamacpp_compute import MoE
     from kvplan.importers.gguf_format import GGUFTensor
     from kvplan.spec import ModelSpec
 
@@ -52,6 +56,7 @@ __all__ = [
     "cpu_buffers",
     "kv_buffers",
     "model_buffers",
+    "moe_from_gguf",
     "output_bytes",
     "tensor_offsets",
 ]
@@ -210,6 +215,36 @@ def cpu_buffers(
     )
 
 
+def moe_from_gguf(metadata: Mapping[str, Any], tensor_names: Iterable[str] = ()) -> MoE | None:
+    """The routed experts a GGUF file declares in its metadata (and, for deepseek2's selection
+    bias, its tensor names), ``MoE(0, 0, 0)`` for a count of 0; ``None`` without an expert
+    count, or with widths that differ between layers."""
+    arch = str(metadata.get("general.architecture"))
+    count = metadata.get(f"{arch}.expert_count")
+    used = metadata.get(f"{arch}.expert_used_count", 0)
+    width = metadata.get(f"{arch}.expert_feed_forward_length", 0)
+    if isinstance(width, (list, tuple)):
+        width = width[0] if len(set(width)) == 1 else None
+    if not isinstance(count, int) or not isinstance(used, int) or not isinstance(width, int):
+        return None
+    from kvplan.engines.llamacpp_compute import MoE
+
+    if not count:
+        return MoE(0, 0, 0)
+    key = {k.removeprefix(f"{arch}."): v for k, v in metadata.items() if k.startswith(arch)}
+    scale = float(key.get("expert_weights_scale", 0.0))
+    if arch != "deepseek2":  # qwen3moe's router: softmax, normalised weights
+        return MoE(count, used, width, weights_scale=scale)
+    groups = (int(key.get("expert_group_count", 0)), int(key.get("expert_group_used_count", 0)))
+    bias = any(name.endswith(".exp_probs_b.bias") for name in tensor_names)
+    shared, lead = (
+        int(key.get("expert_shared_count", 0)),
+        int(key.get("leading_dense_block_count", 0)),
+    )
+    sigmoid, norm = key.get("expert_gating_func") == 2, bool(key.get("expert_weights_norm", False))
+    return MoE(count, used, width, shared, lead, sigmoid, bias, norm, scale, groups)
+
+
 def compute_bytes_cpu(
     spec: ModelSpec,
     *,
@@ -218,8 +253,22 @@ def compute_bytes_cpu(
     n_seq_max: int = 1,
     flash_attn: bool = True,
     kv: EngineResult | None = None,
+    moe: MoE | None = None,
 ) -> int:
-    """An estimate of the CPU compute buffer, fitted to the recording (``T = n_ubatch``):
+    """The CPU compute buffer: the peak of ggml's graph allocator over the prompt graph.
+
+    ``n_ctx`` is the padded context llama.cpp prints; ``kv`` (a ``llamacpp.kv_cache`` result)
+    gives each cache part's cells per stream and the streams (without it, ``n_ctx /
+    n_seq_max`` cells of one full-attention part in ``n_seq_max`` streams); ``moe`` the routed
+    experts of an MoE file, as ``moe_from_gguf`` reads them from its header
+    (``MoE(0, 0, 0)`` for a deepseek2 file without experts).
+
+    Where ``llamacpp_compute.cpu_graph_bytes`` builds the graph (llama, qwen2, qwen3, qwen3moe,
+    gemma2/3 with sliding windows, deepseek2 MLA with dense and routed layers; any -ub, -np,
+    -fa) the result is exact: every one of the 60 recorded cases to the byte, 27 of them
+    qwen3moe (experts 4-16, used 1-8, width 32-256, n_embd 64-256, -ub 128-512, -fa on and
+    off) and 5 deepseek2 MoE (V2 and V3 routers). Elsewhere (other families, an MoE without
+    ``moe``, recurrent layers) a rule fitted to the dense cases answers:
 
     - the inputs, alive for the whole graph: one KV mask per cache part, ``cells x T`` per
       stream in f16 (2 B) with flash attention, f32 (4 B) without; 28 B a token of positions,
@@ -228,32 +277,38 @@ def compute_bytes_cpu(
     - the output phase: logits and four hidden states, ``T x (n_vocab + 4 x n_embd) x 4``;
     - MLA layers: the absorbed query and its output, ``2 x heads x T x (kv_lora + rope) x 4``.
 
-    ``kv`` (a ``llamacpp.kv_cache`` result) gives each part's cells per stream; without it,
-    ``n_ctx / n_seq_max`` cells of one part. Against the recording (27 cases, llama, qwen3,
-    gemma2/3 with sliding windows, deepseek2 MLA, with and without flash attention): exact
-    to the printed 0.0001 MiB for llama and qwen3 with flash attention (but -0.20 % with 3
-    streams); the largest errors +3.67 % (deepseek2 MLA), +2.26 % (gemma3 without flash
-    attention), -0.27 % (gemma2/3 SWA), +0.03 % (llama without flash attention);
-    ``tests/test_llamacpp_oracle.py`` holds every case to 4 %.
-
-    Not modelled: the routed experts' part of an MoE graph (qwen3moe). With flash attention
-    the rule is -10.5 % (8 experts, 2 used, width 64, -ub 512 or 256), -53.9 % (4 used, width
-    128) and +13.2 % (width 32, -ub 128) off the recording; without flash attention, where the
-    scores dominate, +0.02 %. Measured per token beyond the inputs: 2,816, 7,424 and 1,792 B
-    (llama.cpp's ``build_moe_ffn`` tensors, ``4 x used x width`` B each, reused by the graph
-    allocator in a way not yet fitted).
+    On the recorded graphs it was +3.67 % (deepseek2 MLA), +2.26 % (gemma3 without flash
+    attention), -0.27 % (gemma2/3 SWA: each extra cache part's 16 B a token of indices), exact
+    for llama and qwen3 with flash attention and one stream; on qwen3moe -54 % .. +13 %
+    (which is why ``moe`` matters); its error on graphs not recorded is not measured.
     """
+    from kvplan.engines.llamacpp_compute import cpu_graph_bytes
     from kvplan.layers import MLALatent
 
     t = n_ubatch
+    log = kv.engine_log if kv is not None else {}
+    streams = log.get("streams", n_seq_max)
+    cells = {"full": n_ctx // max(1, n_seq_max)} if kv is None else {}
+    for kind, key in (("full", "cells"), ("swa", "swa_cells")):
+        if isinstance(log.get(key), int):
+            cells[kind] = int(log[key])
+    if isinstance(streams, int):
+        exact = cpu_graph_bytes(
+            spec,
+            cells=cells,
+            streams=streams,
+            n_tokens=min(n_ctx, n_ubatch),
+            flash_attn=flash_attn,
+            moe=moe,
+            cache_bytes=4 if log.get("type_k") == "f32" else 2,
+        )
+        if exact is not None:
+            return exact
     embd = spec.hidden_size or 0
     vocab = spec.vocab_size or 0
     heads = spec.num_attention_heads or 1
-    if kv is not None:
-        log = kv.engine_log
-        parts = [int(log[k]) for k in ("cells", "swa_cells") if isinstance(log.get(k), int)]
-    else:
-        parts = [n_ctx // max(1, n_seq_max)]
+    parts = [int(log[k]) for k in ("cells", "swa_cells") if isinstance(log.get(k), int)]
+    parts = parts or [n_ctx // max(1, n_seq_max)]
     mask_bytes = 2 if flash_attn else 4
     inputs = sum(cells * t * mask_bytes for cells in parts) + 28 * t
     scores = 0 if flash_attn else max(parts, default=0) * t * heads * 4

@@ -1,4 +1,20 @@
-"""llama.cpp's compute buffers on a GPU (CUDA, Metal) and their host companion: estimates.
+"""llama.cpp's compute buffers: exact on the CPU backend, estimates on a GPU (CUDA, Metal).
+
+On the CPU backend (``cpu_graph_bytes``, read in llama.cpp 0c1e570: ``src/llama-graph.cpp``,
+``src/models/*.cpp``, ``ggml/src/ggml-alloc.c``) the buffer is computed, not fitted: the prompt
+graph ``graph_reserve`` builds is rebuilt node by node (the ops, their shapes and sources, in
+the order ``ggml_build_forward_expand`` visits them; weights and the cache live elsewhere and
+are left out) and ggml's allocator is replayed over it. Inputs are allocated first; a node
+takes over a source's memory when its op can work in place (``ggml_op_can_inplace``), the
+layouts match and it is that source's last reader; a tensor is freed after its last reader,
+a view's base once no view of it is read any more; outputs are never freed; blocks are 32 B
+aligned and taken best fit among the freed ones, else from the end, which grows the buffer.
+The buffer is the end of the highest block ever taken. Checked byte for byte against the
+recording ``tests/data/llamacpp_oracle_0c1e570.json`` (the buffer's size read from llama.cpp).
+The same replay does not carry over to a GPU as it is: there the graph is split between
+backends, with copies of the inputs at each split, which is not modelled here.
+
+On a GPU the buffer is estimated, not replayed:
 
 The compute buffer is the peak of ggml's graph allocator over the reserved graphs; tensors
 are freed as soon as the last node reading them ran, so the peak is one layer's live
@@ -33,12 +49,22 @@ headroom (``--fit-target``, 1 GiB by default) that llama.cpp's own ``--fit`` kee
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+from math import prod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kvplan.spec import ModelSpec
 
-__all__ = ["gpu_compute_bytes", "host_compute_bytes"]
+__all__ = [
+    "DECODER_GRAPHS",
+    "MoE",
+    "cpu_graph_bytes",
+    "gpu_compute_bytes",
+    "host_compute_bytes",
+]
 
 
 def _dims(spec: ModelSpec) -> tuple[int, int, int, int]:
@@ -79,3 +105,464 @@ def host_compute_bytes(spec: ModelSpec, *, cells: int, n_ubatch: int, flash_attn
     """Estimated bytes of the host's compute buffer next to a GPU (``CUDA_Host``)."""
     embd = spec.hidden_size or 0
     return n_ubatch * embd * 4 + n_ubatch * cells * (2 if flash_attn else 4)
+
+
+# --- the CPU compute buffer: ggml's graph allocator replayed over llama.cpp's graph ----------
+
+#: ``ggml_op_can_inplace``: the ops whose result may take over a source's memory
+_INPLACE = frozenset(
+    {"add", "mul", "div", "rms_norm", "rope", "soft_max", "clamp", "scale", "sigmoid", "fill"}
+)
+#: the CPU buffer's alignment (``TENSOR_ALIGNMENT``)
+_ALIGNMENT = 32
+
+
+@dataclass(slots=True)
+class _Tensor:
+    num_bytes: int
+    srcs: tuple[int, ...]
+    op: str = "leaf"
+    shape: tuple[int, ...] = ()
+    base: int | None = None  # the tensor a view looks into; -1: outside the compute buffer
+    output: bool = False
+
+
+@dataclass(slots=True)
+class _Graph:
+    """The nodes of a graph in execution order and the input leafs, allocated first."""
+
+    tensors: list[_Tensor] = field(default_factory=list)
+    leafs: list[int] = field(default_factory=list)
+    nodes: list[int] = field(default_factory=list)
+
+    def leaf(self, num_bytes: int) -> int:
+        self.tensors.append(_Tensor(num_bytes, ()))
+        self.leafs.append(len(self.tensors) - 1)
+        return len(self.tensors) - 1
+
+    def op(
+        self, op: str, shape: tuple[int, ...], *srcs: int, output: bool = False, width: int = 4
+    ) -> int:
+        """A new tensor of ``shape`` (f32 or i32: ``width`` 4 B) computed from ``srcs``
+        (weights, outside the buffer, left out)."""
+        self.tensors.append(_Tensor(width * prod(shape), srcs, op, shape, output=output))
+        self.nodes.append(len(self.tensors) - 1)
+        return len(self.tensors) - 1
+
+    def view(self, *srcs: int, into: int | None = None) -> int:
+        """A view (reshape, permute, view) of ``srcs[0]``, or of ``into`` when given: -1 for a
+        tensor outside the buffer (the cache, or a write into it by ``set_rows`` reading
+        ``srcs``), a tensor of the buffer for a ``set_rows`` into it."""
+        base = into if into is not None else self.tensors[srcs[0]].base
+        base = srcs[0] if base is None else base
+        self.tensors.append(_Tensor(0, srcs, "view", base=base))
+        self.nodes.append(len(self.tensors) - 1)
+        return len(self.tensors) - 1
+
+
+class _Allocator:
+    """``ggml_dyn_tallocr``: best fit among the free blocks before the last, else the last
+    (which grows the buffer); freed blocks merge with their neighbours."""
+
+    def __init__(self) -> None:
+        self.free: list[list[int]] = [[0, 1 << 62]]
+        self.max_bytes = 0
+
+    def alloc(self, num_bytes: int) -> int:
+        size = -(-num_bytes // _ALIGNMENT) * _ALIGNMENT
+        fits = [i for i, (_, s) in enumerate(self.free[:-1]) if s >= size]
+        # among equal sizes the last one wins (``<=`` in the scan)
+        best = max(fits, key=lambda i: (-self.free[i][1], i)) if fits else len(self.free) - 1
+        offset, block = self.free[best]
+        self.free[best] = [offset + size, block - size]
+        if block == size:
+            del self.free[best]
+        self.max_bytes = max(self.max_bytes, offset + size)
+        return offset
+
+    def release(self, offset: int, num_bytes: int) -> None:
+        size = -(-num_bytes // _ALIGNMENT) * _ALIGNMENT
+        blocks = self.free
+        for i, (start, length) in enumerate(blocks):
+            if start + length == offset:
+                blocks[i][1] += size
+                if i + 1 < len(blocks) and sum(blocks[i]) == blocks[i + 1][0]:
+                    blocks[i][1] += blocks.pop(i + 1)[1]
+                return
+            if offset + size == start:
+                blocks[i] = [offset, length + size]
+                if i > 0 and sum(blocks[i - 1]) == offset:
+                    blocks[i - 1][1] += blocks.pop(i)[1]
+                return
+        blocks.insert(sum(1 for b in blocks if b[0] < offset), [offset, size])
+
+
+def _graph_peak_bytes(graph: _Graph) -> int:
+    """The buffer ``ggml_gallocr_reserve`` sizes for ``graph`` (``ggml-alloc.c``): leafs first,
+    then each node after its sources, in place of a source it alone still reads when the op
+    allows it and the layouts match, and each tensor freed after its last reader (a view's
+    base once no view of it is read any more); outputs are never freed."""
+    ts = graph.tensors
+    children = [0] * len(ts)
+    views = [0] * len(ts)
+    offset: dict[int, int] = {}  # the tensors allocated and not yet freed
+    heap = _Allocator()
+
+    def allocate(i: int) -> None:
+        t = ts[i]
+        if i in offset or t.base is not None or t.op == "view":
+            return
+        if t.op in _INPLACE:
+            for p in t.srcs:
+                parent = ts[p]
+                own = p in offset and parent.base is None and not parent.output
+                if own and parent.shape == t.shape and children[p] == 1 and views[p] == 0:
+                    offset[i] = offset.pop(p)
+                    return
+        offset[i] = heap.alloc(t.num_bytes)
+
+    for i in graph.leafs:
+        allocate(i)
+    for i in graph.nodes:
+        base = ts[i].base
+        if base is not None and base >= 0:
+            views[base] += 1
+        for p in ts[i].srcs:
+            children[p] += 1
+    for i in graph.nodes:
+        allocate(i)
+        for p in ts[i].srcs:
+            children[p] -= 1
+            if children[p] or views[p]:
+                continue
+            base = ts[p].base
+            if base is not None:
+                if base < 0:
+                    continue
+                views[base] -= 1
+                p = base
+                if views[p] or children[p]:
+                    continue
+            if p in offset and not ts[p].output:
+                heap.release(offset.pop(p), ts[p].num_bytes)
+    return heap.max_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MoE:
+    """The routed experts of an MoE feed-forward, as a GGUF file declares them
+    (``<arch>.expert_count``, ``expert_used_count``, ``expert_feed_forward_length``) and
+    deepseek2's router: shared experts, leading dense layers, sigmoid gating with a selection
+    bias (``exp_probs_b``), expert groups, normalised and scaled weights. The defaults are
+    qwen3moe's (softmax, normalised, unscaled, no shared expert)."""
+
+    num_experts: int
+    num_experts_used: int
+    expert_width: int
+    num_shared: int = 0
+    num_dense_lead: int = 0
+    sigmoid: bool = False
+    selection_bias: bool = False
+    norm_weights: bool = True
+    weights_scale: float = 0.0
+    groups: tuple[int, int] = (0, 0)  # (expert_group_count, expert_group_used_count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shapes:
+    tokens: int
+    embd: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    qk_norm: bool
+    ffn: int
+    moe: MoE | None
+    flash_attn: bool
+    gemma: bool = False  # scaled embeddings and query, post norms, GeGLU (gemma2, gemma3)
+    mla: tuple[int, int, int] | None = None  # MLA: (kv_lora_rank, qk_nope, qk_rope) dims
+    cache_bytes: int = 2  # bytes of a K cache element (the transposed latent is copied)
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """The inputs of one cache part (full or sliding window): its write indices, its mask and
+    the cells a token attends to in each stream."""
+
+    k_idxs: int
+    v_idxs: int
+    mask: int
+    cells: int
+
+
+def _attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
+    """``build_norm``, ``build_qkv`` with RoPE and ``build_attn``: the nodes in the order
+    ``ggml_build_forward_expand`` visits them (Q, V, K; Q, K, V for gemma; the cache writes,
+    the attention); returns the attention's output projection."""
+    t, hd = s.tokens, s.head_dim
+    norm = g.op("mul", (s.embd, t), g.op("rms_norm", (s.embd, t), x))
+
+    def project(heads: int, rope: bool) -> int:
+        cur = g.view(g.op("mul_mat", (heads * hd, t), norm))
+        if rope and s.qk_norm:
+            cur = g.op("mul", (hd, heads, t), g.op("rms_norm", (hd, heads, t), cur))
+        return g.op("rope", (hd, heads, t), cur, pos) if rope else cur
+
+    q = project(s.heads, True)
+    if s.gemma:
+        q = g.op("scale", (hd, s.heads, t), q)
+        k = project(s.kv_heads, True)
+        v = project(s.kv_heads, False)
+    else:
+        v = project(s.kv_heads, False)
+        k = project(s.kv_heads, True)
+    g.view(g.view(k), part.k_idxs, into=-1)
+    if not s.flash_attn:  # V is stored transposed, one index per element
+        g.view(g.view(g.view(v)), part.v_idxs, g.view(into=-1), into=-1)
+        cache_v = g.view(g.view(into=-1))
+        cache_k = g.view(g.view(into=-1))
+        q = g.view(g.view(q))
+        kq = g.op("mul_mat", (part.cells, t, s.heads), cache_k, q)
+        kq = g.op("soft_max", (part.cells, t, s.heads), kq, part.mask)
+        kqv = g.view(g.op("mul_mat", (s.v_head_dim, t, s.heads), cache_v, kq))
+        out = g.op("cont", (s.v_head_dim * s.heads, t), kqv)
+    else:
+        g.view(g.view(v), part.v_idxs, into=-1)
+        q = g.view(g.view(q))
+        cache_k = g.view(g.view(into=-1))
+        cache_v = g.view(g.view(into=-1))
+        fa = (s.v_head_dim, s.heads, t)
+        out = g.view(g.op("flash_attn_ext", fa, q, cache_k, cache_v, part.mask))
+    return g.op("mul_mat", (s.embd, t), out)
+
+
+def _mla_attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
+    """deepseek2's absorbed MLA (``q_lora_rank`` 0): the query's no-RoPE part multiplied by
+    ``k_b`` into the latent, concatenated with its RoPE part; the normed latent with the
+    key's RoPE part written to the cache; attention over the latent, then ``v_b``."""
+    lora, nope, rope = s.mla or (0, 0, 0)
+    t, h = s.tokens, s.heads
+    norm = g.op("mul", (s.embd, t), g.op("rms_norm", (s.embd, t), x))
+    q = g.view(g.op("mul_mat", (h * (nope + rope), t), norm))
+    absorbed = g.view(g.op("mul_mat", (lora, t, h), g.view(g.view(q))))
+    q = g.op("concat", (lora + rope, h, t), absorbed, g.op("rope", (rope, h, t), g.view(q), pos))
+    kv = g.op("mul_mat", (lora + rope, t), norm)
+    latent = g.view(g.op("mul", (lora, t), g.op("rms_norm", (lora, t), g.view(kv))))
+    k = g.op("concat", (lora + rope, 1, t), latent, g.op("rope", (rope, 1, t), g.view(kv), pos))
+    g.view(g.view(k), part.k_idxs, into=-1)
+    if not s.flash_attn:
+        cache = g.view(into=-1)
+        v = g.op("cont", (part.cells, lora), g.view(g.view(g.view(cache))), width=s.cache_bytes)
+        cache_k = g.view(cache)
+        q = g.view(g.view(q))
+        kq = g.op("mul_mat", (part.cells, t, h), cache_k, q)
+        kq = g.op("soft_max", (part.cells, t, h), kq, part.mask)
+        kqv = g.op("mul_mat", (s.v_head_dim, t, h), g.op("mul_mat", (lora, t, h), v, kq))
+        out = g.op("cont", (s.v_head_dim * h, t), g.view(kqv))
+    else:
+        q = g.view(g.view(q))
+        cache = g.view(into=-1)
+        cache_k, cache_v = g.view(cache), g.view(g.view(cache))
+        fa = g.view(g.op("flash_attn_ext", (lora, h, t), q, cache_k, cache_v, part.mask))
+        mla = g.view(g.op("mul_mat", (s.v_head_dim, t, h), fa))
+        out = g.view(g.op("cont", (s.v_head_dim, h, t), mla))
+    return g.op("mul_mat", (s.embd, t), out)
+
+
+def _selection(g: _Graph, probs: int, moe: MoE, t: int) -> int:
+    """deepseek2's expert groups: the best two scores of each group summed, the best groups
+    kept and the others' experts masked to -inf (``ggml_fill``, ``set_rows``); returns the
+    masked scores the experts are chosen from."""
+    n, (num_groups, used_groups) = moe.num_experts, moe.groups
+    per_group = n // num_groups
+    grouped = g.view(probs)
+    rows = g.view(grouped)
+    top2 = g.view(g.op("argsort", (per_group, num_groups, t), grouped))
+    best = g.view(g.op("get_rows", (1, 2, num_groups, t), rows, top2))
+    scores = g.view(g.op("sum_rows", (1, num_groups, t), best))
+    kept = g.view(g.op("argsort", (num_groups, t), scores))
+    chosen = g.op("get_rows", (per_group, used_groups, t), grouped, kept)
+    filled = g.op("fill", (per_group, num_groups, t), grouped)
+    return g.view(g.view(chosen, kept, filled, into=filled))
+
+
+def _router(g: _Graph, x: int, s: _Shapes, moe: MoE) -> tuple[int, int]:
+    """The router of ``build_moe_ffn``: logits, probabilities (softmax or sigmoid), the
+    selection (biased, grouped), the top-k experts and their weights (normalised, scaled);
+    returns (top-k, weights)."""
+    t, n, used = s.tokens, moe.num_experts, moe.num_experts_used
+    logits = g.op("mul_mat", (n, t), x)
+    probs = g.op("sigmoid" if moe.sigmoid else "soft_max", (n, t), logits)
+    reshaped = g.view(probs)
+    selection = g.op("add", (n, t), probs) if moe.selection_bias else probs
+    if moe.groups[0] > 1:
+        selection = _selection(g, selection, moe, t)
+    topk = g.view(g.op("argsort", (n, t), selection))
+    weights = g.op("get_rows", (1, used, t), reshaped, topk)
+    if moe.norm_weights:
+        weights = g.view(weights)
+        total = g.op("clamp", (1, t), g.op("sum_rows", (1, t), weights))
+        weights = g.view(g.op("div", (used, t), weights, total))
+    if moe.weights_scale not in (0.0, 1.0):
+        weights = g.op("scale", (1, used, t), weights)
+    return topk, weights
+
+
+def _moe_ffn(g: _Graph, x: int, s: _Shapes, moe: MoE) -> int:
+    """``build_moe_ffn``: the router, the selected experts' gate, up, SwiGLU and down
+    (``MUL_MAT_ID``, ``used x width`` per token), weighted and summed over the used experts;
+    then deepseek2's shared experts, added."""
+    t, used = s.tokens, moe.num_experts_used
+    topk, weights = _router(g, x, s, moe)
+    cur = g.view(x)
+    gate = g.op("mul_mat_id", (moe.expert_width, used, t), cur, topk)
+    up = g.op("mul_mat_id", (moe.expert_width, used, t), cur, topk)
+    act = g.op("swiglu", (moe.expert_width, used, t), gate, up)
+    down = g.op("mul_mat_id", (s.embd, used, t), act, topk)
+    experts = g.op("mul", (s.embd, used, t), down, weights)
+    parts = [g.view(experts) for _ in range(used)]
+    out = g.op("cont", (s.embd, t), parts[0]) if used == 1 else parts[0]
+    for part in parts[1:]:
+        out = g.op("add", (s.embd, t), out, part)
+    if moe.num_shared:
+        shared = _dense_ffn(g, x, replace(s, ffn=moe.num_shared * moe.expert_width))
+        out = g.op("add", (s.embd, t), out, shared)
+    return out
+
+
+def _dense_ffn(g: _Graph, x: int, s: _Shapes) -> int:
+    """``build_ffn`` with a gate: gate, up, their SwiGLU (GeGLU for gemma) and down."""
+    gate = g.op("mul_mat", (s.ffn, s.tokens), x)
+    up = g.op("mul_mat", (s.ffn, s.tokens), x)
+    return g.op("mul_mat", (s.embd, s.tokens), g.op("glu", (s.ffn, s.tokens), gate, up))
+
+
+def _norm(g: _Graph, x: int, shape: tuple[int, ...], *, output: bool = False) -> int:
+    return g.op("mul", shape, g.op("rms_norm", shape, x), output=output)
+
+
+def _block(g: _Graph, x: int, s: _Shapes, inputs: tuple[int, _Part, int | None, bool]) -> int:
+    """One layer: attention, (the last layer's rows kept for the outputs), feed-forward
+    (routed when the last input says so)."""
+    pos, part, out_ids, routed = inputs
+    e, n = s.embd, s.tokens
+    attn = (_mla_attention if s.mla else _attention)(g, x, s, pos, part)
+    if out_ids is not None:
+        n = g.tensors[out_ids].num_bytes // 4
+        attn = g.op("get_rows", (e, n), attn, out_ids)
+        s = replace(s, tokens=n)
+    if s.gemma:
+        attn = _norm(g, attn, (e, n))
+    if out_ids is not None:
+        x = g.op("get_rows", (e, n), x, out_ids)
+    ffn_inp = g.op("add", (e, n), attn, x)
+    cur = _norm(g, ffn_inp, (e, n))
+    cur = _moe_ffn(g, cur, s, s.moe) if s.moe and routed else _dense_ffn(g, cur, s)
+    if s.gemma:
+        cur = _norm(g, cur, (e, n))
+    return g.op("add", (e, n), cur, ffn_inp)
+
+
+def _decoder_graph(
+    s: _Shapes, *, kinds: Sequence[str], cells: dict[str, int], vocab: int, outputs: int
+) -> _Graph:
+    """llama.cpp's graph of a decoder for a prompt ubatch of ``s.tokens`` tokens and
+    ``outputs`` outputs (``graph_reserve``): ``kinds[i]`` names layer ``i``'s cache part,
+    ``cells`` each part's cells per stream. Inputs are allocated first, in the order the graph
+    meets them (a part's inputs where its first layer reads them)."""
+    g = _Graph()
+    t, e = s.tokens, s.embd
+    tokens = g.leaf(4 * t)
+    g.leaf(4 * e * t)  # inp_embd: the input for embeddings in place of tokens, never read here
+    pos = g.leaf(4 * t)
+    parts: dict[str, _Part] = {}
+    for kind in dict.fromkeys(kinds):
+        k_idxs = g.leaf(8 * t)
+        v_idxs = -1 if s.mla else g.leaf(8 * t * (1 if s.flash_attn else s.kv_heads * s.v_head_dim))
+        mask = g.leaf(cells[kind] * t * (2 if s.flash_attn else 4))
+        parts[kind] = _Part(k_idxs, v_idxs, mask, cells[kind])
+    out_ids = g.leaf(4 * outputs)
+    x = g.op("get_rows", (e, t), tokens)
+    if s.gemma:
+        x = g.op("scale", (e, t), x)
+    for il, kind in enumerate(kinds):
+        last = out_ids if il == len(kinds) - 1 else None
+        routed = s.moe is not None and il >= s.moe.num_dense_lead
+        x = _block(g, x, s, (pos, parts[kind], last, routed))
+    norm = _norm(g, x, (e, outputs), output=True)
+    g.op("mul_mat", (vocab, outputs), norm, output=True)
+    return g
+
+
+#: the GGUF model types whose graph ``_decoder_graph`` builds: (q/k norms, gemma's layout);
+#: qwen2's Q, K and V biases are added in place and change nothing
+DECODER_GRAPHS = {
+    "llama": (False, False),
+    "qwen2": (False, False),
+    "qwen3": (True, False),
+    "qwen3_moe": (True, False),
+    "gemma2": (False, True),
+    "gemma3_text": (True, True),
+    "deepseek_v2": (False, False),
+    "deepseek_v3": (False, False),
+}
+#: the model types whose layers may route to experts: ``moe`` must be given
+_MOE_TYPES = frozenset({"qwen3_moe", "deepseek_v2", "deepseek_v3"})
+
+
+def cpu_graph_bytes(
+    spec: ModelSpec,
+    *,
+    cells: dict[str, int],
+    streams: int,
+    n_tokens: int,
+    flash_attn: bool,
+    moe: MoE | None = None,
+    cache_bytes: int = 2,
+) -> int | None:
+    """The compute buffer of a model on the CPU backend, byte for byte: the peak of ggml's
+    graph allocator over llama.cpp's prompt graph of ``n_tokens = min(n_ctx, n_ubatch)``
+    tokens (rounded up to a multiple of the ``streams``); ``cells`` holds the KV cells per
+    stream of each cache part (``"full"``, ``"swa"``; MLA layers are ``"full"``); ``moe``
+    the experts of a model type that may route (qwen3moe, deepseek2), as
+    ``llamacpp_budget.moe_from_gguf`` reads them.
+    ``None`` where the graph is not modelled here: a model type outside ``DECODER_GRAPHS``, a
+    cache other than full, sliding-window and MLA attention, or such an MoE without ``moe``."""
+    from kvplan.layers import FullAttention, MLALatent, SlidingWindowAttention
+
+    kinds = [
+        "swa" if type(layer) is SlidingWindowAttention else "full"
+        for layer in spec.layers
+        if type(layer) in (FullAttention, SlidingWindowAttention, MLALatent)
+    ]
+    mla = next((layer for layer in spec.layers if isinstance(layer, MLALatent)), None)
+    flags = DECODER_GRAPHS.get(spec.model_type or "")
+    known = len(kinds) == len(spec.layers) > 0 and all(kind in cells for kind in kinds)
+    if spec.model_type in _MOE_TYPES:
+        if moe is None:  # the experts' shape is not in the spec: the caller gives it
+            return None
+        moe = moe if moe.num_experts else None
+    elif moe is not None and moe.num_experts:  # a llama file with experts (Mixtral): not built
+        return None
+    if flags is None or not known:
+        return None
+    embd, vocab, heads, ffn = _dims(spec)
+    head_dim = spec.head_dim or embd // heads
+    shapes = _Shapes(
+        tokens=-(-n_tokens // streams) * streams,
+        embd=embd,
+        heads=heads,
+        kv_heads=spec.num_key_value_heads or heads,
+        head_dim=head_dim,
+        v_head_dim=spec.v_head_dim or head_dim,
+        qk_norm=flags[0],
+        ffn=ffn,
+        moe=moe,
+        flash_attn=flash_attn,
+        gemma=flags[1],
+        mla=(mla.kv_lora_rank, spec.qk_nope_head_dim or 0, mla.qk_rope_head_dim) if mla else None,
+        cache_bytes=cache_bytes,
+    )
+    graph = _decoder_graph(shapes, kinds=kinds, cells=cells, vocab=vocab, outputs=n_tokens)
+    return _graph_peak_bytes(graph)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.engines import llamacpp
 from kvplan.engines.llamacpp_budget import Buffer, check_cache_types
-from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
+from kvplan.engines.llamacpp_compute import MoE, gpu_compute_bytes, host_compute_bytes
 from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
 from kvplan.errors import UnitError
 from kvplan.units import GiB, MiB
@@ -276,10 +276,30 @@ def _add_compute(spec: ModelSpec, ask: LlamaCppAsk, kv: EngineResult, placed: La
     else:
         from kvplan.engines.llamacpp_budget import compute_bytes_cpu
 
+        # the padded context of every stream, and the routed experts a .gguf file declares
+        streams = 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
         host.compute_bytes = compute_bytes_cpu(
-            spec, n_ctx=cells, n_ubatch=t, n_seq_max=1, flash_attn=ask.fa, kv=kv
+            spec,
+            n_ctx=cells * streams,
+            n_ubatch=t,
+            n_seq_max=ask.n_seq_max,
+            flash_attn=ask.fa,
+            kv=kv,
+            moe=_gguf_moe(ask),
         )
         host.buffers.append(Buffer("CPU", "compute", host.compute_bytes))
+
+
+def _gguf_moe(ask: LlamaCppAsk) -> MoE | None:
+    """The routed experts of the model's ``.gguf`` file (None for another model)."""
+    from kvplan.engines.llamacpp_budget import moe_from_gguf
+    from kvplan.importers.gguf_format import read_gguf_header
+
+    path = _gguf_path(ask)
+    if path is None:
+        return None
+    header = read_gguf_header(path)
+    return moe_from_gguf(header.metadata, [t.name for t in header.tensors])
 
 
 def plan(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk) -> LlamaCppPlan:
