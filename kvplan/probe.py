@@ -8,7 +8,27 @@ no weights, nothing downloaded. A prefill of ``context_tokens`` tokens for ``bat
 sequences and ``decode_steps`` decode steps fill its cache, whose tensors are then measured:
 their logical bytes (elements x element size, what the transformers profile estimates) and
 the bytes of their storages, de-duplicated (what is held: a sliding layer's slice can keep its
-whole prefill storage alive). On CUDA the allocator's view is measured too.
+whole prefill storage alive). On CUDA the allocator's view is measured too. The builders, one
+per family, are in ``kvplan.probe_families``.
+
+What transformers holds that the engines do not (measured with transformers 5.24 on the CPU,
+its torch paths; the estimate compared with is kvplan's transformers profile):
+
+- A Mamba1, Mamba2, short-convolution or gated-delta-net layer keeps the whole conv kernel
+  (``conv_kernel`` columns, LFM2's ``conv_L_cache``), in the model dtype; vLLM and llama.cpp
+  keep ``kernel - 1``. The transformers profile counts it; kvplan's ideal cache does not.
+- The SSM state of Mamba1 and Mamba2 layers (Mamba, Falcon Mamba, Mamba2, Falcon-H1, Zamba2,
+  Nemotron-H, Granite 4, Jamba) and the gated delta net's recurrent state (Qwen3-Next,
+  Qwen3.5, OLMo Hybrid) come back from the torch scans in float32 whatever the model dtype
+  (vLLM keeps the model dtype unless told); the profile sizes them so.
+- Falcon-H1 and Zamba2's hybrid layers hold K and V and a Mamba2 state in one cache layer;
+  the probe compares each half with the profile's estimate of it.
+- Gemma 3n and Gemma 4's shared layers (the last ``num_kv_shared_layers``) hold nothing: a
+  ``DummyLayer``, no full-length copy of the K and V they read.
+- DeepSeek-V3.2 and GLM-5 (DSA) keep the sparse-attention indexer's key beside the MLA latent
+  as ``[batch, tokens, index_head_dim]`` in the model dtype (``DynamicIndexedLayer``); vLLM
+  keeps it in fp8 with a scale per 128 values. DeepSeek-V3.2, bfloat16, 17 tokens: 61 x 17 x
+  128 x 2 B = 265,472 B beside the latent.
 
 torch and transformers are imported inside the functions only: ``import kvplan`` never loads
 them, and without them ``kvplan probe`` says how to install them and exits 3.
@@ -17,43 +37,28 @@ them, and without them ``kvplan probe`` says how to install them and exits 3.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvplan import probe_families
 from kvplan.arguments import as_int, as_spec, as_tokens
 from kvplan.errors import KvplanError, ProbeUnavailableError, UnitError
 from kvplan.layers import (
+    AttentionAndState,
     ChunkedLocalAttention,
-    FullAttention,
+    LayerKind,
     MLALatent,
     RecurrentState,
     SlidingWindowAttention,
 )
+from kvplan.probe_families import TINY_VOCAB
+from kvplan.probe_families import family_of as family_of  # re-exported for the CLI
 from kvplan.spec import ModelSpec
 
 INSTALL_HINT = (
     "kvplan probe needs PyTorch and transformers, which kvplan does not install by default:"
     " pip install 'kvplan[probe]'"
 )
-
-#: spec ``model_type`` -> the transformers family the probe builds.
-FAMILIES: dict[str, str] = {
-    "llama": "llama",
-    "mistral": "mistral",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "gemma2": "gemma2",
-    "gemma3": "gemma3_text",
-    "gemma3_text": "gemma3_text",
-    "gpt_oss": "gpt_oss",
-    "deepseek_v3": "deepseek_v3",
-    "kimi_k2": "deepseek_v3",
-    "jamba": "jamba",
-}
-
-_TINY_HIDDEN = 64
-_TINY_MLP = 64
-_TINY_VOCAB = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,157 +97,10 @@ def require_torch() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def family_of(spec: ModelSpec) -> str:
-    """The transformers family that builds ``spec``, or a KvplanError naming the supported ones."""
-    family = FAMILIES.get(spec.model_type or "")
-    if family is None:
-        supported = ", ".join(sorted(set(FAMILIES)))
-        raise KvplanError(
-            f"{spec.name}: the probe cannot build model_type {spec.model_type!r}; supported:"
-            f" {supported}"
-        )
-    return family
-
-
-def _layer_types(spec: ModelSpec) -> list[str]:
-    kinds = []
-    for layer in spec.layers:
-        if isinstance(layer, SlidingWindowAttention | ChunkedLocalAttention):
-            kinds.append("sliding_attention")
-        else:
-            kinds.append("full_attention")
-    return kinds
-
-
-def _window(spec: ModelSpec) -> int | None:
-    for layer in spec.layers:
-        if isinstance(layer, SlidingWindowAttention):
-            return layer.window
-    return None
-
-
 def build_config(spec: ModelSpec, dtype: str, max_tokens: int) -> Any:
-    """A transformers config with ``spec``'s KV geometry and tiny everything else."""
+    """A transformers config with ``spec``'s cache geometry and tiny everything else."""
     _, transformers = require_torch()
-    family = family_of(spec)
-    common: dict[str, Any] = {
-        "vocab_size": _TINY_VOCAB,
-        "num_hidden_layers": spec.num_hidden_layers,
-        "intermediate_size": _TINY_MLP,
-        "max_position_embeddings": max(spec.max_position_embeddings or 0, max_tokens + 1),
-        "tie_word_embeddings": False,
-        "use_cache": True,
-        "dtype": dtype,
-    }
-    match family:
-        case "deepseek_v3":
-            return transformers.DeepseekV3Config(**_mla_settings(spec), **common)
-        case "jamba":
-            return transformers.JambaConfig(**_jamba_settings(spec), **common)
-    # the attention families: one KV head per query head keeps the hidden width tiny
-    attention = [layer for layer in spec.layers if isinstance(layer, FullAttention)]
-    kv = spec.kv_heads
-    head_dim = attention[0].head_dim if attention else (spec.head_dim or 0)
-    heads: dict[str, Any] = {"num_attention_heads": kv, "num_key_value_heads": kv}
-    if family != "qwen2":  # Qwen2 has no head_dim: its width sets it
-        heads |= {"hidden_size": _TINY_HIDDEN, "head_dim": head_dim}
-    settings = _attention_settings(spec, family, kv * head_dim, head_dim)
-    if settings is None:  # pragma: no cover
-        raise KvplanError(f"{spec.name}: family {family} has no probe builder")
-    cls = getattr(transformers, _CONFIG_CLASSES[family])
-    return cls(**heads, **settings, **common)
-
-
-#: transformers family -> its config class.
-_CONFIG_CLASSES = {
-    "llama": "LlamaConfig",
-    "mistral": "MistralConfig",
-    "qwen2": "Qwen2Config",
-    "qwen3": "Qwen3Config",
-    "gemma2": "Gemma2Config",
-    "gemma3_text": "Gemma3TextConfig",
-    "gpt_oss": "GptOssConfig",
-}
-
-
-def _attention_settings(
-    spec: ModelSpec, family: str, width: int, head_dim: int
-) -> dict[str, Any] | None:
-    """What an attention family's config needs besides the heads: windows, layer kinds."""
-    window = _window(spec)
-    types = _layer_types(spec)
-    match family:
-        case "llama":
-            return {}
-        case "mistral":
-            return {"sliding_window": window}
-        case "qwen2":
-            return {
-                "hidden_size": width,
-                "use_sliding_window": window is not None,
-                "sliding_window": window,
-                "max_window_layers": spec.max_window_layers or 0,
-                "layer_types": types,
-            }
-        case "qwen3":
-            return {"sliding_window": window, "layer_types": types}
-        case "gemma2" | "gemma3_text":
-            return {
-                "sliding_window": window or 4096,
-                "layer_types": types,
-                "query_pre_attn_scalar": head_dim,
-            }
-        case "gpt_oss":
-            return {
-                "sliding_window": window or 128,
-                "layer_types": types,
-                "num_local_experts": 2,
-                "num_experts_per_tok": 1,
-            }
-    return None
-
-
-def _mla_settings(spec: ModelSpec) -> dict[str, Any]:
-    """DeepSeek V3: the real latent and rope dims, every head, two tiny dense-only experts."""
-    mla = next(layer for layer in spec.layers if isinstance(layer, MLALatent))
-    heads = spec.num_attention_heads
-    return {
-        "hidden_size": _TINY_HIDDEN,
-        "num_attention_heads": heads,
-        "num_key_value_heads": heads,
-        "kv_lora_rank": mla.kv_lora_rank,
-        "q_lora_rank": None,
-        "qk_rope_head_dim": mla.qk_rope_head_dim,
-        "qk_nope_head_dim": spec.qk_nope_head_dim or 128,
-        "v_head_dim": spec.v_head_dim or 128,
-        "n_routed_experts": 2,
-        "num_experts_per_tok": 1,
-        "n_group": 1,
-        "topk_group": 1,
-        "first_k_dense_replace": spec.num_hidden_layers,
-        "moe_intermediate_size": 32,
-    }
-
-
-def _jamba_settings(spec: ModelSpec) -> dict[str, Any]:
-    """Jamba: the real hidden width (the Mamba state depends on it) and attention period."""
-    layers = spec.num_hidden_layers
-    attn = [i for i, layer in enumerate(spec.layers) if isinstance(layer, FullAttention)]
-    period = attn[1] - attn[0] if len(attn) > 1 else layers
-    return {
-        "hidden_size": spec.hidden_size,
-        "num_attention_heads": spec.num_attention_heads,
-        "num_key_value_heads": spec.kv_heads,
-        "attn_layer_period": period,
-        "attn_layer_offset": attn[0] if attn else layers,
-        "num_experts": 1,
-        "expert_layer_period": 1,
-        "expert_layer_offset": 0,
-        "use_mamba_kernels": False,
-        "mamba_d_state": spec.mamba_d_state,
-        "mamba_d_conv": spec.mamba_d_conv,
-        "mamba_expand": spec.mamba_expand,
-    }
+    return probe_families.build_config(spec, transformers, dtype, max_tokens)
 
 
 def _cache_tensors(cache: Any) -> list[tuple[int, str, Any]]:
@@ -253,7 +111,7 @@ def _cache_tensors(cache: Any) -> list[tuple[int, str, Any]]:
     layers = getattr(cache, "layers", None)
     if layers is not None:
         for i, layer in enumerate(layers):
-            for part in ("keys", "values", "conv_states", "recurrent_states"):
+            for part in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
                 held = getattr(layer, part, None)
                 # recurrent layers keep their states in dicts keyed by state index
                 values = held.values() if isinstance(held, dict) else [held]
@@ -381,7 +239,7 @@ def _fill_cache(
     if cuda:
         torch.cuda.synchronize()
         before, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
-    ids = torch.randint(0, _TINY_VOCAB, (batch_size, context_tokens), device=device)
+    ids = torch.randint(0, TINY_VOCAB, (batch_size, context_tokens), device=device)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
         cache = out.past_key_values
@@ -390,7 +248,7 @@ def _fill_cache(
             torch.cuda.reset_peak_memory_stats()
             peak_base = torch.cuda.memory_allocated()
         for _ in range(decode_steps):
-            step = torch.randint(0, _TINY_VOCAB, (batch_size, 1), device=device)
+            step = torch.randint(0, TINY_VOCAB, (batch_size, 1), device=device)
             out = model(input_ids=step, past_key_values=cache, use_cache=True)
             cache = out.past_key_values
         del out
@@ -412,8 +270,8 @@ def _tensor_bytes(
     by_kind: dict[str, int] = {}
     storages: dict[int, int] = {}
     logical = 0
-    for index, _, tensor in tensors:
-        kind = _kind(spec, index)
+    for index, part, tensor in tensors:
+        kind = _kind(spec, index, part)
         size = tensor.numel() * tensor.element_size()
         logical += size
         by_kind[kind] = by_kind.get(kind, 0) + size
@@ -425,7 +283,46 @@ def _tensor_bytes(
 def _transformers_estimate(
     spec: ModelSpec, total_tokens: int, batch_size: int, dtype: str
 ) -> tuple[int, dict[str, int]]:
-    """The transformers profile's bytes for the same cache, in all and per layer kind."""
+    """The transformers profile's bytes for the same cache, in all and per layer kind.
+
+    A layer with attention beside a Mamba state (Falcon-H1, Zamba2's hybrid layers) is
+    estimated as two: the profile sizes its attention as a ``full_attention`` layer and its
+    state as a ``mamba`` layer, the sum being what the layer holds.
+    """
+    parts = _split_attention_and_state(spec)
+    total = 0
+    by_kind: dict[str, int] = {}
+    for part in parts:
+        part_bytes, part_by_kind = _profile(part, total_tokens, batch_size, dtype)
+        total += part_bytes
+        for kind, num_bytes in part_by_kind.items():
+            by_kind[kind] = by_kind.get(kind, 0) + num_bytes
+    return total, by_kind
+
+
+def _split_attention_and_state(spec: ModelSpec) -> list[ModelSpec]:
+    """``spec`` itself, or for a spec with ``attention_mamba`` layers two specs: its attention
+    alone (those layers as ``full_attention``, the others keeping nothing) and the rest with
+    those layers as ``mamba``."""
+    pattern = spec.layer_types_pattern or ()
+    kinds = spec.layer_types or tuple(
+        pattern[i % len(pattern)] for i in range(spec.num_hidden_layers if pattern else 0)
+    )
+    if "attention_mamba" not in kinds:
+        return [spec]
+    both: LayerKind = "attention_mamba"
+    attention: tuple[LayerKind, ...] = tuple(
+        "full_attention" if k == both else "no_cache" for k in kinds
+    )
+    states: tuple[LayerKind, ...] = tuple("mamba" if k == both else k for k in kinds)
+    return [
+        replace(spec, layer_types=types, layer_types_pattern=None) for types in (attention, states)
+    ]
+
+
+def _profile(
+    spec: ModelSpec, total_tokens: int, batch_size: int, dtype: str
+) -> tuple[int, dict[str, int]]:
     from kvplan.engines import transformers as hf_profile
 
     profile = hf_profile.kv_cache(
@@ -439,7 +336,8 @@ def _transformers_estimate(
     return profile.kv_cache_bytes, by_kind
 
 
-def _kind(spec: ModelSpec, index: int) -> str:
+def _kind(spec: ModelSpec, index: int, part: str) -> str:
+    """The layer kind a cached tensor counts under, as the transformers profile names it."""
     layer = spec.layers[index] if index < len(spec.layers) else None
     match layer:
         case MLALatent():
@@ -449,6 +347,8 @@ def _kind(spec: ModelSpec, index: int) -> str:
         case ChunkedLocalAttention():
             return "chunked_attention"
         case RecurrentState():
+            return "recurrent_state"
+        case AttentionAndState() if part not in ("keys", "values"):
             return "recurrent_state"
         case _:
             return "full_attention"

@@ -198,3 +198,21 @@ def test_bad_input_is_a_unit_error(kwargs: dict[str, object]) -> None:
 def test_unknown_version() -> None:
     with pytest.raises(UnknownEngineError):
         hf.kv_cache(LLAMA8B, context_tokens=1, version="4.40")
+
+
+def test_attention_beside_state_float32_ssm_and_the_indexer() -> None:
+    from pathlib import Path
+
+    from kvplan.importers import import_config
+
+    falcon = import_config(Path(__file__).parent / "fixtures" / "hf" / "falcon-h1-7b").spec
+    found = hf.kv_cache(falcon, context_tokens=1000)
+    # K: 44 layers x 2 KV heads x 128 dims x 2 B x 1,000 tokens = 22,528,000 B (V the same);
+    # state: 44 x (3,584 conv channels x 4 columns x 2 B + 786,432 SSM values x 4 B, float32
+    # though the model is bfloat16) = 44 x 3,174,400 = 139,673,600 B
+    assert (found.engine_log["k_bytes"], found.engine_log["v_bytes"]) == (22_528_000, 22_528_000)
+    assert found.kv_cache_bytes == 2 * 22_528_000 + 139_673_600
+    dsa = hf.kv_cache("deepseek-v3.2", context_tokens=1000)
+    # 61 layers x 1,000 tokens x (512 latent + 128 indexer key) x 2 B = 78,080,000 B beside the
+    # rope part 61 x 1,000 x 64 x 2 B = 7,808,000 B
+    assert (dsa.engine_log["k_bytes"], dsa.engine_log["v_bytes"]) == (78_080_000, 7_808_000)

@@ -32,7 +32,7 @@ gpt-oss-20b at 1,000 tokens: its 12 sliding layers keep 127 tokens, the 12 full 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from kvplan.arguments import as_int, as_spec, as_tokens
@@ -40,6 +40,7 @@ from kvplan.dtypes import served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.layers import (
+    AttentionAndState,
     ChunkedLocalAttention,
     FullAttention,
     LayerCache,
@@ -114,12 +115,15 @@ def _layer_bytes(
     match layer:
         case MLALatent() if version == "5.24":
             kept = tokens if cache == "dynamic" else max_cache_len
+            # DeepSeek-V3.2's indexer key is cached beside the latent in the cache dtype
+            # (measured by the probe; vLLM stores it in fp8 with scales instead)
+            index = _tensor_bytes(batch, 1, kept, layer.index_head_dim, dtype)
             return _LayerBytes(
                 "mla_latent",
-                _tensor_bytes(batch, 1, kept, layer.kv_lora_rank, dtype),
+                _tensor_bytes(batch, 1, kept, layer.kv_lora_rank, dtype) + index,
                 _tensor_bytes(batch, 1, kept, layer.qk_rope_head_dim, dtype),
                 0,
-                2,
+                2 + (1 if layer.index_head_dim else 0),
             )
         case MLALatent():
             if cache == "static" and version != "5":
@@ -153,18 +157,41 @@ def _layer_bytes(
             kept = tokens if cache == "dynamic" else max_cache_len
             return _attention(layer, layer.kind, kept, batch, dtype)
         case RecurrentState():
-            # transformers keeps the whole kernel width of conv history (vLLM and llama.cpp
-            # keep kernel - 1 columns): Jamba, d_inner 8192 and kernel 4 -> 8192 x 4 values
-            # (LFM2's short convolution too: conv_L_cache columns)
-            kernels = {"mamba": spec.mamba_d_conv, "short_conv": spec.conv_L_cache}
-            kernel = kernels.get(layer.kind, spec.linear_conv_kernel_dim) or 2
-            conv_values = layer.conv_values // (kernel - 1) * kernel
-            conv = batch * model_dtype.row_bytes(conv_values)
-            ssm = batch * layer.state_dtype.row_bytes(layer.ssm_values)
-            return _LayerBytes("recurrent_state", 0, 0, conv + ssm, 0)
+            state = _state_bytes(layer, spec, batch, model_dtype, version)
+            return _LayerBytes("recurrent_state", 0, 0, state, 0)
+        case AttentionAndState():
+            kept = tokens if cache == "dynamic" else max_cache_len
+            attention = _attention(layer.attention, layer.kind, kept, batch, dtype)
+            state = _state_bytes(layer.state, spec, batch, model_dtype, version)
+            return replace(attention, state_bytes=state)
         case NoCache():
             return _LayerBytes("no_cache", 0, 0, 0, 0)
     raise UnitError(f"transformers profile: {layer.kind} layers are not modelled")
+
+
+#: model types whose linear attention is MiniMax's lightning: its state in the model dtype
+_LIGHTNING = ("minimax", "minimax_text_01")
+
+
+def _state_bytes(
+    layer: RecurrentState, spec: ModelSpec, batch: int, model_dtype: DType, version: str
+) -> int:
+    """A recurrent layer's state as transformers holds it. The whole kernel width of conv
+    history in the model dtype (vLLM and llama.cpp keep kernel - 1 columns): Jamba, d_inner
+    8192 and kernel 4 -> 8192 x 4 values; LFM2's short convolution keeps conv_L_cache columns;
+    a kernel of 1 (MiniMax lightning) keeps none. The SSM state: float32 for the gated delta
+    net in every version and for Mamba from 5.24 (whatever the model dtype: measured by the
+    probe), MiniMax lightning's in the model dtype, else the spec's ``state_dtype``."""
+    kernels = {"mamba": spec.mamba_d_conv, "short_conv": spec.conv_L_cache}
+    kernel = kernels.get(layer.kind, spec.linear_conv_kernel_dim) or 2
+    conv_values = 0 if kernel <= 1 else layer.conv_values // (kernel - 1) * kernel
+    if spec.model_type in _LIGHTNING:
+        ssm_dtype = model_dtype
+    elif layer.kind == "linear_attention" or (layer.kind == "mamba" and version == "5.24"):
+        ssm_dtype = resolve_dtype("float32")
+    else:
+        ssm_dtype = layer.state_dtype
+    return batch * (model_dtype.row_bytes(conv_values) + ssm_dtype.row_bytes(layer.ssm_values))
 
 
 def _attention(layer: FullAttention, kind: str, kept: int, batch: int, dtype: DType) -> _LayerBytes:
