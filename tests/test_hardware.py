@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,15 @@ CATALOG = [
     ("m4-max-64gb", 49_152, 546, 16_100, None),  # 3/4 x 64 GiB = 48 GiB
     ("m3-ultra-96gb", 73_728, 819, 21_300, None),  # 3/4 x 96 GiB = 72 GiB
     ("m3-ultra-256gb", 212_992, 819, 28_400, None),  # 256 - 48 = 208 GiB > 3/4 x 256 = 192
+    # M5 (macOS 26): ceil(f x memory / 16 KiB) pages of 16 KiB = 1/64 MiB; FLOPs 4 x the M4
+    ("m5-pro-24gb", Fraction(1_163_920, 64), 307, 32_200, None),  # 0.74 x 1,572,864 pages
+    ("m5-pro-48gb", Fraction(2_453_668, 64), 307, 32_200, None),  # 0.78 x 3,145,728; 4 x 8,050
+    ("m5-pro-64gb", Fraction(3_397_387, 64), 307, 32_200, None),  # 0.81 x 4,194,304
+    ("m5-max-36gb", Fraction(1_840_251, 64), 460, 51_600, None),  # 0.78 x 2,359,296; 4 x 12,900
+    ("m5-max-48gb", Fraction(2_453_668, 64), 614, 64_400, None),  # 4 x 16,100
+    ("m5-max-64gb", Fraction(3_397_387, 64), 614, 64_400, None),
+    ("m5-max-128gb", Fraction(7_046_431, 64), 614, 64_400, None),  # 0.84 x 8,388,608
+    ("m5-ultra-256gb", 212_992, 1_200, 128_800, None),  # 256 - 48 GiB (lower bound); 2 x 64,400
 ]
 
 
@@ -114,13 +124,70 @@ def test_curated_order_is_kept() -> None:
     ids=[row[0] for row in CATALOG],
 )
 def test_figures_equal_the_hand_table(
-    name: str, memory_mib: int, bandwidth_gb_s: int, bf16_gflops: int, fp8_gflops: int | None
+    name: str,
+    memory_mib: int | Fraction,
+    bandwidth_gb_s: int,
+    bf16_gflops: int,
+    fp8_gflops: int | None,
 ) -> None:
     gpu = find_gpu(name)
     assert gpu.memory_bytes == memory_mib * MiB
     assert gpu.bandwidth_bytes_per_s == bandwidth_gb_s * GB
     assert gpu.bf16_flops == bf16_gflops * GB
     assert gpu.fp8_flops == (None if fp8_gflops is None else fp8_gflops * GB)
+
+
+PAGE = 16 * 1024  # the macOS page on Apple silicon
+
+
+def macos26_working_set(memory_gib: int, percent: int) -> int:
+    """macOS 26's default GPU working set: percent of the memory, rounded up to whole pages."""
+    pages = memory_gib * GiB // PAGE
+    return -(-pages * percent // 100) * PAGE
+
+
+@pytest.mark.parametrize(
+    ("memory_gib", "percent", "logged_bytes"),
+    [
+        (16, 74, 12_713_115_648),  # llama.cpp mem_total=12713115648 on a 16 GB M4
+        (32, 78, 26_800_603_136),  # Metal recommendedMaxWorkingSetSize() on a 32 GB M2 Max
+    ],
+)
+def test_macos26_rule_gives_the_logged_bytes(
+    memory_gib: int, percent: int, logged_bytes: int
+) -> None:
+    # 16 GiB = 1,048,576 pages x 0.74 = 775,946.24 -> 775,947 pages x 16384 = 12,713,115,648
+    assert macos26_working_set(memory_gib, percent) == logged_bytes
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_gib", "percent", "logged_mb"),
+    [
+        ("m5-pro-24gb", 24, 74, "19069.67"),  # MTL0 (Apple M5 Pro)
+        ("m5-pro-48gb", 48, 78, "40200.90"),  # MTL0 (Apple M5 Max) 48 GB
+        ("m5-pro-64gb", 64, 81, "55662.79"),  # 64 GB M3 Max on current macOS
+        ("m5-max-36gb", 36, 78, "30150.67"),  # 36 GB M3 Max on current macOS
+        ("m5-max-48gb", 48, 78, "40200.90"),
+        ("m5-max-64gb", 64, 81, "55662.79"),
+        ("m5-max-128gb", 128, 84, "115448.73"),  # 107.52 GiB on a stock M5 Max 128 GB
+    ],
+)
+def test_m5_memory_is_the_macos26_working_set(
+    name: str, memory_gib: int, percent: int, logged_mb: str
+) -> None:
+    """M5 Macs ship with macOS 26: the entry is its default working set, as llama.cpp prints
+    it in MB of 10^6 B."""
+    memory = find_gpu(name).memory_bytes
+    assert memory == macos26_working_set(memory_gib, percent)
+    assert f"{memory / 10**6:.2f}" == logged_mb
+
+
+def test_m5_ultra_memory_is_the_older_rule_as_a_lower_bound() -> None:
+    # no macOS 26 log above 128 GB: 256 GiB - 48 GiB = 208 GiB (> 3/4 x 256 = 192 GiB), below
+    # the 0.84 x 256 GiB = 215.04 GiB that the 128 GB fraction would give
+    memory = find_gpu("m5-ultra-256gb").memory_bytes
+    assert memory == 208 * GiB == 223_338_299_392
+    assert memory < macos26_working_set(256, 84)
 
 
 @pytest.mark.parametrize(
@@ -416,6 +483,8 @@ DRIVER_NAMES = [
     ("Instinct MI300X", "mi300x"),
     ("amd_instinct_mi325x", "mi325x"),
     ("Apple M2 Ultra", "m2-ultra-192gb"),
+    ("Apple M5 Max", "m5-max-128gb"),  # the largest size, as Metal names the chip
+    ("Apple M5 Pro", "m5-pro-64gb"),
     # the memory size in the name picks the entry: 40GB and 80GB A100s are different GPUs
     ("A100 SXM4 40GB", "a100-40gb"),
     ("a100-sxm4-80gb", "a100-80gb"),
