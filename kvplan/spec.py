@@ -201,9 +201,11 @@ class ModelSpec:
     state_dtype: Text = _key("dtype of recurrent state.", "float32")
     num_parameters: Parameters | None = _key("Total parameters.", None)
     num_active_parameters: Parameters | None = _key("Parameters active per token (MoE).", None)
+    num_expert_parameters: Parameters | None = _key(
+        "Parameters in the routed experts (MoE): what expert parallelism splits across ranks.", None
+    )
     weight_dtype: Text | None = _key(
-        "Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...).",
-        None,
+        "Checkpoint weight format when not torch_dtype (fp8, mxfp4, ...).", None
     )
     num_quantized_parameters: Parameters | None = _key(
         "Parameters stored in weight_dtype (e.g. MoE experts); the rest are in"
@@ -212,12 +214,10 @@ class ModelSpec:
     )
     vocab_size: Dim | None = _key("Vocabulary size.", None)
     intermediate_size: Dim | None = _key(
-        "MLP width (dense layers; per expert for MoE models that set only it).",
-        None,
+        "MLP width (dense layers; per expert for MoE models that set only it).", None
     )
     tie_word_embeddings: Flag | None = _key(
-        "Input embedding and output head share one matrix.",
-        None,
+        "Input embedding and output head share one matrix.", None
     )
     stored_weight_bytes: StoredWeights | None = _key(
         "Weight bytes exactly as a file stores them (a GGUF tensor table): used"

@@ -17,10 +17,9 @@ from kvplan.errors import SpecError, UnitError
 from kvplan.planner.api import plan_cluster
 from kvplan.planner.cluster import Candidate, search_cluster
 from kvplan.planner.deployment import Deployment
-from kvplan.planner.pool import fits, routed_expert_bytes, shared_blocks
+from kvplan.planner.pool import fits, shared_blocks
 from kvplan.planner.throughput import decode_round
 from kvplan.systems import UnknownSystemError, find_system, list_systems, load_systems
-from kvplan.weights import model_weights
 
 GB = 10**9
 
@@ -153,21 +152,12 @@ def test_deepseek_v3_uses_data_parallel_attention_and_stores_each_latent_once() 
     # MLA: 61 layers x (512 latent + 64 rope) x 2 B (bf16) x 32,768 tokens, whole on one GPU
     assert best.plan.request_bytes == 61 * 576 * 2 * 32768
     tp = [c for c in found.candidates if c.plan.expert_parallel_size == 1]
-    # 32 GPUs either way (EP 32 = 4 nodes; TP 8 x PP 4), but each DP rank's cache serves its
-    # own requests, while TP ranks each keep the whole latent of every request
+    # EP 16 on 2 nodes against TP 8 x PP 4 on 32 GPUs: each DP rank's cache serves its own
+    # requests, while TP ranks each keep the whole latent of every request
     assert tp
     assert best.billed_gpus <= min(c.billed_gpus for c in tp)
     same = [c for c in tp if c.billed_gpus == best.billed_gpus]
     assert all(best.held_requests > c.held_requests for c in same)
-
-
-def test_routed_experts_are_the_parameters_no_token_uses() -> None:
-    # DeepSeek V3: 671e9 total, 37e9 active; embeddings 129,280 x 7,168 = 926,679,040, untied
-    spec = load_model("deepseek-v3")
-    w = model_weights(spec)
-    layer_params = 671_000_000_000 - 2 * 926_679_040
-    assert routed_expert_bytes(spec, w) == w.layers_bytes * 634_000_000_000 // layer_params
-    assert routed_expert_bytes(load_model("llama-3.1-8b"), w) == 0  # dense
 
 
 def test_objective_cost_follows_given_prices() -> None:

@@ -237,6 +237,7 @@ def import_config(
             raise SpecError(e.path or shown, e.problems, e.lines) from None
     if count is not None:
         _add_weights(data, notes, count)
+        _add_read_experts(data, notes, config, count, shown)
     try:
         quant = mapping(config.get("quantization_config"), "quantization_config")
     except SpecError as e:
@@ -277,6 +278,9 @@ def _add_computed(
     if count.inactive:
         data["num_active_parameters"] = count.total - count.inactive
         line += f"; {count.total - count.inactive:,} active per token"
+    if count.experts:
+        data["num_expert_parameters"] = count.experts
+        line += f"; {count.experts:,} in the routed experts"
     found = quantized_format(quant, count) if quant else None
     if found is not None and found[1]:
         data["weight_dtype"], data["num_quantized_parameters"] = found
@@ -292,6 +296,30 @@ def _add_weights(data: dict[str, Any], notes: list[str], count: WeightCount) -> 
         data["num_quantized_parameters"] = count.num_quantized_parameters
     formats = ", ".join(f"{k} {v:,}" for k, v in count.dtypes.items())
     notes.append(f"num_parameters {count.num_parameters:,} from {count.how} ({formats})")
+
+
+def _add_read_experts(
+    data: dict[str, Any], notes: list[str], config: Config, count: WeightCount, shown: str
+) -> None:
+    """The routed experts' parameters from the tensors named as experts; when none are named
+    so but the config's shapes count experts, a note that the key is left unset."""
+    if count.num_expert_parameters:
+        data["num_expert_parameters"] = count.num_expert_parameters
+        notes.append(
+            f"num_expert_parameters {count.num_expert_parameters:,} from the tensors under"
+            " .experts."
+        )
+        return
+    try:
+        counted = parameters_from_config(config, shown).experts
+    except SpecError:
+        return
+    if counted:
+        notes.append(
+            "num_expert_parameters not set: no tensor is named as a routed expert (.experts.),"
+            f" though the config's shapes count {counted:,} in them; state it by hand for"
+            " expert parallelism to split them exactly"
+        )
 
 
 def _default_name(path: Path, config: Config) -> str:

@@ -30,6 +30,10 @@ INDEX_NAME = "model.safetensors.index.json"
 
 # Storage beside quantized weights: scales, zero points, group indices; not parameters.
 _OVERHEAD = ("_scales", "_scale", "weight_scale_inv", ".scales", ".qzeros", ".g_idx", "_zero_point")
+# The routed experts' tensors: ``mlp.experts.7.gate_proj.weight`` (DeepSeek, Qwen, Mixtral's
+# ``block_sparse_moe.experts.``), ``mlp.experts.gate_up_proj_blocks`` (gpt-oss, one tensor for
+# all experts); a shared expert (``shared_experts.``, ``shared_expert.``) is not among them.
+_ROUTED_EXPERTS = ".experts."
 _HEADER_LIMIT = 100 * 2**20
 _DTYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,15}")
 #: Dimensions of one tensor, and the largest dimension: far beyond any checkpoint.
@@ -46,6 +50,8 @@ class WeightCount:
     weight_dtype: str | None
     dtypes: dict[str, int]
     how: str
+    #: Parameters of the tensors named as routed experts (0: none named so).
+    num_expert_parameters: int = 0
 
 
 def read_safetensors_header(path: Path) -> dict[str, Any]:
@@ -110,14 +116,15 @@ def count_parameters(
 
     Scales, zero points and group indices are storage, not parameters. MXFP4 ``*_blocks``
     hold two 4-bit values a byte; GPTQ/AWQ ``qweight`` packs 32 / bits values an int32.
-    Raises SpecError for a malformed entry or ``quantization_config``.
+    Tensors under ``.experts.`` are counted apart as the routed experts. Raises SpecError for
+    a malformed entry or ``quantization_config``.
     """
     quant = mapping(quant, "quantization_config")
     method = str(quant.get("quant_method", "")).lower()
     bits = quant.get("bits", 4)
     bits = 4 if bits is None else whole(bits, "quantization_config.bits", maximum=32)
     dtypes: dict[str, int] = {}
-    quantized = 0
+    quantized = experts = 0
     for name, info in headers.items():
         if name == "__metadata__" or name.endswith(_OVERHEAD):
             continue
@@ -131,6 +138,8 @@ def count_parameters(
         elif dtype.startswith("F8_"):
             quantized += numel
         dtypes[dtype] = dtypes.get(dtype, 0) + numel
+        if _ROUTED_EXPERTS in name:
+            experts += numel
     total = sum(dtypes.values())
     if total > MAX_PARAMETERS:
         raise SpecError("", [f"safetensors headers: {total:,} parameters, over {MAX_PARAMETERS:,}"])
@@ -140,6 +149,7 @@ def count_parameters(
         weight_dtype=_weight_dtype(method, bits) if quantized else None,
         dtypes=dict(sorted(dtypes.items())),
         how=how,
+        num_expert_parameters=experts,
     )
 
 

@@ -254,6 +254,10 @@ def _disaggregated(
 
 
 def _is_moe(d: Deployment) -> bool:
+    """Routed experts to split: counted (``num_expert_parameters``), or parameters a token
+    skips (a folder's safetensors count gives the first without the second)."""
+    if d.spec.num_expert_parameters:
+        return True
     total, active = d.spec.num_parameters, d.spec.num_active_parameters
     return total is not None and active is not None and active < total
 

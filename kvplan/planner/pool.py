@@ -18,7 +18,13 @@ from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
 from kvplan.spec import ModelSpec
 from kvplan.stages import Stage, walk_stages
 from kvplan.units import DType, cdiv
-from kvplan.weights import Weights, pipeline_partition, stage_weight_bytes, weights_for_pool
+from kvplan.weights import (
+    Weights,
+    model_weights,
+    pipeline_partition,
+    stage_weight_bytes,
+    weights_for_pool,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,21 +203,56 @@ def stage_plans(
 
 
 def routed_expert_bytes(spec: ModelSpec, weights: Weights) -> int:
-    """The layer weight bytes taken as routed experts, split across expert-parallel ranks:
-    the parameters no token uses (``num_parameters - num_active_parameters``) out of the
-    layers' parameters, pro rata of the layers' bytes. The experts a token does use are
-    counted with the weights every rank keeps, so this errs toward more memory per rank.
+    """The layer weight bytes of the routed experts, which expert parallelism splits across
+    its ranks.
 
-    DeepSeek V3: 671B - 37B = 634B of ~669B layer parameters are split; the 37B active stay
-    whole on each rank (a bound: its 256 experts hold ~654B, so ~20B more could be split)."""
-    total, active = spec.num_parameters, spec.num_active_parameters
-    if total is None or active is None or active >= total:
+    With ``num_expert_parameters``: exactly those parameters' bytes in the format the experts
+    are stored in: ``weights`` less the same weights without the experts, so a quantized
+    checkpoint's experts are sized in its format (gpt-oss: MXFP4, 17 B per 32; DeepSeek V3:
+    fp8 blocks of 128 x 128 with an fp32 scale), as is a ``--quantization``. From a file's
+    stored bytes (GGUF), whose formats per tensor are not kept, pro rata of the layers'
+    parameters. DeepSeek V3: 58 MoE layers x 256 experts x 3 x 7,168 x 2,048 =
+    653,908,770,816 parameters, x 16,388 / 16,384 B = 654,068,416,512 B.
+
+    Without it, an estimate: the parameters no token uses (``num_parameters -
+    num_active_parameters``) pro rata of the layers' bytes. The experts a token does use stay
+    with the weights every rank keeps (DeepSeek V3: 634B of its ~654B expert parameters are
+    split), which errs toward more memory per rank, unless the experts are stored narrower
+    than the rest of the layers (Kimi K2.5: int4 experts, bf16 attention), whose mean width
+    overstates them."""
+    total, experts = spec.num_parameters, spec.num_expert_parameters
+    layer_params = _layer_parameters(spec)
+    if total is None or layer_params <= 0 or weights.layers_bytes == 0:
         return 0
+    if experts is None:
+        active = spec.num_active_parameters
+        if active is None or active >= total:
+            return 0
+        return weights.layers_bytes * min(total - active, layer_params) // layer_params
+    experts = min(experts, layer_params)
+    formatted = weights.quantization is not None or weights.model_dtype != spec.torch_dtype
+    if spec.stored_weight_bytes is not None and not formatted:
+        return weights.layers_bytes * experts // layer_params
+    whole = spec.model_copy(update={"stored_weight_bytes": None})
+    # the rest of the checkpoint: the experts leave the quantized parameters first (an absent
+    # count means all of them are quantized, and stays so); none left: no quantized format
+    rest_update: dict[str, object] = {"num_parameters": total - experts}
+    quantized = spec.num_quantized_parameters
+    if quantized is not None:
+        left = quantized - min(experts, quantized)
+        rest_update["num_quantized_parameters"] = left or None
+        if not left:
+            rest_update["weight_dtype"] = None
+    rest = whole.model_copy(update=rest_update)
+    with_experts = model_weights(whole, weights.model_dtype, weights.quantization)
+    without = model_weights(rest, weights.model_dtype, weights.quantization)
+    return min(with_experts.layers_bytes - without.layers_bytes, weights.layers_bytes)
+
+
+def _layer_parameters(spec: ModelSpec) -> int:
+    """The decoder layers' parameters: the total less the embeddings and an untied head."""
     embed = (spec.vocab_size or 0) * (spec.hidden_size or 0)
-    layer_params = total - embed - (0 if spec.tie_word_embeddings else embed)
-    if layer_params <= 0:
-        return 0
-    return weights.layers_bytes * min(total - active, layer_params) // layer_params
+    return (spec.num_parameters or 0) - embed * (1 if spec.tie_word_embeddings else 2)
 
 
 def expert_parallel_weight_bytes(d: Deployment, weights: Weights, s: Stage) -> int:
