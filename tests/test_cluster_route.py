@@ -66,6 +66,18 @@ CASES: list[tuple[str, list[str], dict[str, Any], bool]] = [
         False,
     ),
     (
+        "a length mix as mean and p99 (as --lengths): one deployment, the mix planned",
+        ["--gpu", "h100", "-c", "32K", "-n", "64", "--mean-length", "2K", "--p99-length", "16K"],
+        {
+            "gpu": "h100",
+            "max_model_len": "32K",
+            "concurrency": 64,
+            "mean_length": "2K",
+            "p99_length": "16K",
+        },
+        False,
+    ),
+    (
         "a GPU of no catalog system: the fewest loose GPUs",
         ["--gpu", "m4-max-128gb", "-c", "8K", "-n", "4"],
         {"gpu": "m4-max-128gb", "max_model_len": "8K", "concurrency": 4},

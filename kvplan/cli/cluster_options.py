@@ -110,6 +110,8 @@ class ClusterAsk:
             pipeline_parallel_size=a["pipeline_parallel_size"],
             kv_cache_memory_bytes=a["kv_cache_memory"] or None,
             lengths=a["lengths"] or None,
+            mean_length=a["mean_length"],
+            p99_length=a["p99_length"],
             gpu_memory_bytes=a["gpu_memory"] or None,
             engine=a["engine"],
             system=self.system,

@@ -50,6 +50,8 @@ def is_cluster_question(
     pipeline_parallel_size: int | None = None,
     kv_cache_memory_bytes: int | str | None = None,
     lengths: object = None,
+    mean_length: int | str | None = None,
+    p99_length: int | str | None = None,
     gpu_memory_bytes: int | str | None = None,
     engine: str = IDEAL_ENGINE,
     system: str | None = None,
@@ -64,7 +66,9 @@ def is_cluster_question(
     """True when ``plan_cluster`` answers the question (the rule of the module docstring).
 
     The keywords are ``plan``'s and ``plan_cluster``'s, None (or empty) where not given;
-    ``lengths`` is anything given for a length mix (a list, or a file's path);
+    ``lengths`` is anything given for a length mix (a list, or a file's path); a mix given
+    as ``mean_length``/``p99_length`` counts the same (the search in nodes holds every
+    request at ``max_model_len``, so a question about a mix stays with ``plan``);
     ``gpu_memory_bytes`` the device's memory when given apart from ``gpu`` (the command
     line's ``--gpu-memory``). Never raises for a GPU name it does not know: that is the
     planner's error to give."""
@@ -83,6 +87,8 @@ def is_cluster_question(
         and pipeline_parallel_size is None
         and kv_cache_memory_bytes is None
         and lengths is None
+        and mean_length is None
+        and p99_length is None
         and gpu_memory_bytes is None
     )
     return fewest_gpus and _catalog_system_gpu(gpu)
@@ -173,14 +179,14 @@ def plan_deployment(
         "shared_prefix_tokens": shared_prefix_tokens,
         "max_num_batched_tokens": max_num_batched_tokens,
     }
-    if not is_cluster_question(gpu, **asked, lengths=lengths, **keywords):
+    mix: dict[str, Any] = {
+        "lengths": lengths,
+        "mean_length": mean_length,
+        "p99_length": p99_length,
+    }
+    if not is_cluster_question(gpu, **asked, **mix, **keywords):
         if not isinstance(gpu, GPU | str):
             raise UnitError("gpu: give one GPU (a name or a GPU) for one deployment")
-        mix: dict[str, Any] = {
-            "lengths": lengths,
-            "mean_length": mean_length,
-            "p99_length": p99_length,
-        }
         return plan(spec, gpu, **asked, **mix, **shared)
     if max_model_len is None or concurrency is None:
         raise UnitError(
