@@ -96,6 +96,9 @@ LOCAL = "local"
 #: ``AMD Instinct MI300X``); dropped from the front of a name, so the vendor word is optional.
 _BRAND_WORDS = frozenset({"nvidia", "geforce", "tesla", "amd", "instinct", "apple"})
 _SEPARATORS = re.compile(r"[\s_-]+")
+#: llama.cpp's device label: the backend device and the product, ``MTL0 (Apple M5 Max)``,
+#: ``CUDA0 (NVIDIA H100 80GB HBM3)``; the product in the brackets is looked up.
+_BACKEND_DEVICE = re.compile(r"\s*(?:cuda|rocm|hip|mtl|metal|vulkan|sycl)\d*\s*\((.+)\)\s*", re.I)
 
 
 def normalize_gpu_name(name: str) -> str:
@@ -103,7 +106,11 @@ def normalize_gpu_name(name: str) -> str:
     underscores one dash, leading brand words dropped.
 
     ``"NVIDIA A100-SXM4-80GB"`` and ``"a100 sxm4 80gb"`` both give ``"a100-sxm4-80gb"``;
-    ``"NVIDIA GeForce RTX 4090"`` gives ``"rtx-4090"``."""
+    ``"NVIDIA GeForce RTX 4090"`` gives ``"rtx-4090"``; llama.cpp's ``"MTL0 (Apple M5 Max)"``
+    gives ``"m5-max"``."""
+    device = _BACKEND_DEVICE.fullmatch(name)
+    if device is not None:
+        name = device.group(1)
     words = _SEPARATORS.sub(" ", name.strip().lower()).split()
     while len(words) > 1 and words[0] in _BRAND_WORDS:
         words.pop(0)

@@ -485,6 +485,10 @@ DRIVER_NAMES = [
     ("Apple M2 Ultra", "m2-ultra-192gb"),
     ("Apple M5 Max", "m5-max-128gb"),  # the largest size, as Metal names the chip
     ("Apple M5 Pro", "m5-pro-64gb"),
+    # llama.cpp's device labels: the product in the brackets
+    ("MTL0 (Apple M5 Max)", "m5-max-128gb"),
+    ("CUDA0 (NVIDIA H100 80GB HBM3)", "h100-sxm"),
+    ("CUDA1 (NVIDIA GeForce RTX 4090)", "rtx-4090"),
     # the memory size in the name picks the entry: 40GB and 80GB A100s are different GPUs
     ("A100 SXM4 40GB", "a100-40gb"),
     ("a100-sxm4-80gb", "a100-80gb"),
