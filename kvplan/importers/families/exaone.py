@@ -52,15 +52,23 @@ def _period(r: Reading, n: int) -> list[str]:
     return ["sliding_attention"] * (every - 1) + ["full_attention"]
 
 
+def _window(r: Reading, model_type: str) -> int | None:
+    """The config's ``sliding_window`` (4096 when absent, as both config classes set it);
+    None, noted, when the file says null: every layer global."""
+    window: int | None = r.config.get("sliding_window", 4096)
+    if window is None:
+        r.notes.append("sliding_window null: every layer global")
+    elif "sliding_window" not in r.config:
+        r.notes.append(f"sliding_window 4096: the {model_type} default (not in file)")
+    return window
+
+
 def _layers_exaone4(r: Reading, n: int) -> None:
     if layers_explicit(r, n):
         return
-    window = r.config.get("sliding_window", 4096)
+    window = _window(r, "exaone4")
     if window is None:
-        r.notes.append("sliding_window null: every layer global")
         return
-    if "sliding_window" not in r.config:
-        r.notes.append("sliding_window 4096: the exaone4 default (not in file)")
     period = _period(r, n)
     r.spec["sliding_window"] = window
     r.spec["layer_types"] = [period[i % len(period)] for i in range(n)]
@@ -117,12 +125,9 @@ def _layers_exaone_moe(r: Reading, n: int) -> None:
         if windows is not None and any(windows):
             r.spec["sliding_window"] = next(w for w in windows if w)
         return
-    window = r.config.get("sliding_window", 4096)
+    window = _window(r, "exaone_moe")
     if window is None:
-        r.notes.append("sliding_window null: every layer global")
         return
-    if "sliding_window" not in r.config:
-        r.notes.append("sliding_window 4096: the exaone_moe default (not in file)")
     every = r.config.get("sliding_window_pattern", 4)
     every = whole(every, "sliding_window_pattern", maximum=n)
     r.spec["sliding_window"] = window
