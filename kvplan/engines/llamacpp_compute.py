@@ -14,37 +14,45 @@ recording ``tests/data/llamacpp_oracle_0c1e570.json`` (the buffer's size read fr
 The same replay does not carry over to a GPU as it is: there the graph is split between
 backends, with copies of the inputs at each split, which is not modelled here.
 
-On a GPU the buffer is estimated, not replayed:
-
-The compute buffer is the peak of ggml's graph allocator over the reserved graphs; tensors
-are freed as soon as the last node reading them ran, so the peak is one layer's live
+On a GPU the buffer is estimated, not replayed. The buffer is the peak of ggml's graph
+allocator; a tensor is freed once its last reader ran, so the peak is one layer's live
 activations or the logits, never a sum over layers (it does not grow with ``-ngl``). With
-``T = min(n_ubatch, n_batch)`` tokens of a prompt micro-batch and ``cells`` KV cells per
-stream, all f32 (4 bytes):
+``T = min(n_ubatch, n_batch)`` tokens, ``cells`` KV cells, ``q = heads x head_dim`` (the
+query and attention output width: 8,192 against ``n_embd`` 5,120 in Qwen3 32B), all f32:
 
-- on the device that holds the output layer: the logits and the normed hidden state,
-  ``T x (n_vocab + n_embd) x 4``;
-- attention without flash attention: the scores, the mask and four ``T x n_embd`` tensors (query,
-  key and value projections, output), ``T x cells x (heads + 1) x 4 + 4 x T x n_embd x 4``;
-  with it, the f16 mask and the query, output and residual: ``T x cells x 2 + 3 x T x n_embd x 4``;
+- the output layer's GPU: logits and normed state, ``T x (n_vocab + n_embd) x 4``;
+- attention without flash attention: scores plus mask, query, output and two ``n_embd``
+  states, ``T x cells x (heads + 1) x 4 + T x (2 q + 2 n_embd) x 4``; with it the f16 mask,
+  ``T x cells x 2 + T x (2 q + n_embd) x 4``;
 - the MLP: ``T x (3 x n_ff + 2 x n_embd) x 4``.
 
-The GPU's buffer is the largest of the terms it has; the host's (``CUDA_Host``) holds the
-embedded input and the mask: ``T x n_embd x 4 + T x cells x (4, or 2 with flash attention)``.
+The GPU's buffer is the largest of its terms; the host's (``CUDA_Host``) holds the input
+embeddings and the mask, ``T x n_embd x 4 + T x cells x (4, or 2 with flash attention)``.
+Why not the CPU replay: the scheduler keeps the inputs on the host and copies what the GPU's
+nodes read, so the replay less the host's inputs falls 12-16 MiB short of the full-offload
+logs below (Qwen3 32B: 1,080 MiB against 1,092; the R1 distill: 291 against 307).
 
-Fitted to public logs of Llama 3 8B (n_vocab 128,256, n_embd 4,096, 32 heads), all 33 layers
-on CUDA0, ``-ub 512 -fa off``:
+Against public CUDA logs (``tests/data/llamacpp_gpu_compute_logs.yaml``, printed MiB minus
+kvplan's; checked by ``tests/test_llamacpp_gpu_logs.py``):
 
-- ``-c 512``: printed ``CUDA0 compute buffer size = 258.50 MiB``, ``CUDA_Host ... = 9.01 MiB``
-  (a llama-cpp-python user's log); the logits term 512 x 132,352 x 4 = 258.50 MiB (error 0),
-  the host 8 + 1 = 9.00 MiB (error -0.01 MiB);
-- ``-c 8192``: printed ``560.00 MiB`` and ``24.01 MiB`` (Ollama logs, 2024 and 2025); the
-  attention term 512 x 8,192 x 33 x 4 + 4 x 512 x 4,096 x 4 = 528 + 32 = 560.00 MiB (error
-  0), the host 8 + 16 = 24.00 MiB (error -0.01 MiB).
+========================= ======================= ================== ==============
+graph (logs)              case                    GPU error          host error
+========================= ======================= ================== ==============
+llama: Mistral 7B (2)     full offload, fa off    0.00 MiB           +0.01 MiB
+llama: TriLM 3.9B (1)     full offload, fa off    0.00 MiB           not printed
+llama: Llama 3 8B (1)     16 of 32 layers, fa off +89 MiB (5.2 %)    +0.01 MiB
+phi3: Phi-3 medium (1)    15 of 41 layers, fa off +106.06 MiB (46 %) not printed
+qwen3: Qwen3 32B (1)      full offload, fa off    0.00 MiB           +0.01 MiB
+qwen2: R1 Distill 32B (1) full offload, fa on     0.00 MiB           +16.01 MiB (a)
+gemma: Gemma 2B (1)       full offload            +0.25 MiB          not printed
+========================= ======================= ================== ==============
 
-Other graphs (MoE routing, hybrid recurrent layers, vision towers) add
-terms this rule does not model: treat it as the order of magnitude there, and keep the
-headroom (``--fit-target``, 1 GiB by default) that llama.cpp's own ``--fit`` keeps.
+(a) a build of February 2025 that kept the mask in f32 under flash attention; 0c1e570's
+f16 mask is what the rule follows. With partial offload the GPU also runs the host layers'
+large-batch ops and holds what they read from the host: not modelled, the rule is a lower
+bound there. No public log pins the flash-attention term, Metal, MoE routing (qwen3moe,
+gpt-oss, deepseek2, mixtral), sliding-window graphs (gemma2/3) or recurrent layers: there
+the rule is the order of magnitude, and llama.cpp's ``--fit`` headroom (1 GiB) applies.
 """
 
 from __future__ import annotations
@@ -86,17 +94,21 @@ def gpu_compute_bytes(
     holds_output: bool,
     holds_layers: bool = True,
 ) -> int:
-    """Estimated bytes of one GPU's compute buffer (see the module docstring)."""
+    """Estimated bytes of one GPU's compute buffer (see the module docstring): the largest
+    of the logits (``holds_output``), the attention and the MLP (``holds_layers``)."""
     embd, vocab, heads, ffn = _dims(spec)
+    # the query and the attention output are heads x head_dim wide, not n_embd: Qwen3 32B
+    # (64 x 128 = 8,192 against 5,120) printed 1,092 MiB = 1,040 + 2 x 16 + 2 x 10
+    q = heads * (spec.head_dim or embd // heads)
     t = n_ubatch
     terms = [t * embd * 4]
     if holds_output:
         terms.append(t * (vocab + embd) * 4)
     if holds_layers:
         if flash_attn:
-            terms.append(t * cells * 2 + 3 * t * embd * 4)
+            terms.append(t * cells * 2 + t * (2 * q + embd) * 4)
         else:
-            terms.append(t * cells * (heads + 1) * 4 + 4 * t * embd * 4)
+            terms.append(t * cells * (heads + 1) * 4 + t * (2 * q + 2 * embd) * 4)
         terms.append(t * (3 * ffn + 2 * embd) * 4)
     return max(terms)
 
