@@ -364,3 +364,21 @@ def test_plan_cli_takes_the_moe_offload_flags() -> None:
         result = CliRunner().invoke(app, [*base, *flags])
         assert result.exit_code in (0, 1), result.output
         assert expected in result.output.splitlines()[-1]
+
+
+def test_partial_offload_says_its_compute_buffers_are_lower_bounds() -> None:
+    """llama.cpp's GPU also runs the host layers' large-batch work, so with layers left on the
+    host its printed compute buffer is above the full-offload rule (public logs: +5% and +46%,
+    tests/data/llamacpp_gpu_compute_logs.yaml): the view says so."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    base = ["plan", "llama-3.1-70b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "-c", "8K"]
+    partial = CliRunner().invoke(app, base)
+    assert partial.exit_code == 0, partial.output
+    assert "lower bounds while layers stay on the host" in partial.stdout
+    whole = CliRunner().invoke(app, [base[0], "llama-3.2-1b", *base[2:]])  # every layer fits
+    assert whole.exit_code == 0, whole.output
+    assert "-ngl 17 of 17" in whole.stdout
+    assert "lower bounds" not in whole.stdout
