@@ -97,6 +97,19 @@ def pattern_every(
     r.notes.append(f"layer_types from {why}")
 
 
+def mamba2_state(
+    r: Reading, *, heads: int, head_dim: int, groups: int, state: int, conv: int
+) -> None:
+    """A Mamba2 state in the spec's keys, kept in the model dtype as vLLM keeps it unless
+    ``--mamba-ssm-cache-dtype`` says otherwise (Mamba2, Falcon-H1, Zamba2)."""
+    r.spec["mamba_n_heads"] = heads
+    r.spec["mamba_d_head"] = head_dim
+    r.spec["mamba_n_groups"] = groups
+    r.spec["mamba_d_state"] = state
+    r.spec["mamba_d_conv"] = conv
+    r.spec["state_dtype"] = r.spec["torch_dtype"]
+
+
 def _no_state(r: Reading) -> None:
     """Most families keep no recurrent state under names of their own."""
 

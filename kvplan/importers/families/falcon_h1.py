@@ -13,7 +13,7 @@ from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count, decoder, flag, linear, mlp, norm, plain, shapes, size
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule
+from kvplan.importers.rules import Rule, mamba2_state
 from kvplan.spec import MAX_DIM
 
 FAMILY = "falcon_h1"
@@ -70,12 +70,8 @@ def _mamba_state(r: Reading) -> None:
                 " kvplan's Mamba2 state needs them equal"
             ],
         )
-    r.spec["mamba_n_heads"] = heads
-    r.spec["mamba_d_head"] = d_head
-    r.spec["mamba_n_groups"] = size(r, "mamba_n_groups")
-    r.spec["mamba_d_state"] = size(r, "mamba_d_state")
-    r.spec["mamba_d_conv"] = size(r, "mamba_d_conv")
-    r.spec["state_dtype"] = r.spec["torch_dtype"]  # vLLM: the model dtype unless told
+    groups, state, conv = (size(r, k) for k in ("mamba_n_groups", "mamba_d_state", "mamba_d_conv"))
+    mamba2_state(r, heads=heads, head_dim=d_head, groups=groups, state=state, conv=conv)
 
 
 def _count(r: Reading) -> Count:

@@ -25,7 +25,7 @@ from kvplan.importers.parameters import (
 )
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule
+from kvplan.importers.rules import Rule, mamba2_state
 
 FAMILY = "mamba"
 
@@ -99,12 +99,8 @@ def _state_mamba2(r: Reading) -> None:
                 " kvplan's Mamba2 state needs them equal"
             ],
         )
-    r.spec["mamba_n_heads"] = heads
-    r.spec["mamba_d_head"] = head_dim
-    r.spec["mamba_n_groups"] = size(r, "n_groups")
-    r.spec["mamba_d_state"] = size(r, "state_size")
-    r.spec["mamba_d_conv"] = size(r, "conv_kernel")
-    r.spec["state_dtype"] = r.spec["torch_dtype"]
+    groups, state, conv = (size(r, k) for k in ("n_groups", "state_size", "conv_kernel"))
+    mamba2_state(r, heads=heads, head_dim=head_dim, groups=groups, state=state, conv=conv)
 
 
 def _count_mamba1(r: Reading) -> Count:

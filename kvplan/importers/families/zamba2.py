@@ -16,7 +16,7 @@ from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count, size
 from kvplan.importers.reading import Reading, as_list
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule, kv_heads_mha
+from kvplan.importers.rules import Rule, kv_heads_mha, mamba2_state
 
 FAMILY = "zamba2"
 
@@ -80,12 +80,8 @@ def _state(r: Reading) -> None:
         raise SpecError(
             "", [f"n_mamba_heads: {heads} does not divide mamba_expand x hidden_size {inner}"]
         )
-    r.spec["mamba_n_heads"] = heads
-    r.spec["mamba_d_head"] = inner // heads
-    r.spec["mamba_n_groups"] = size(r, "mamba_ngroups")
-    r.spec["mamba_d_state"] = size(r, "mamba_d_state")
-    r.spec["mamba_d_conv"] = size(r, "mamba_d_conv")
-    r.spec["state_dtype"] = r.spec["torch_dtype"]  # vLLM: the model dtype unless told
+    groups, state, conv = (size(r, k) for k in ("mamba_ngroups", "mamba_d_state", "mamba_d_conv"))
+    mamba2_state(r, heads=heads, head_dim=inner // heads, groups=groups, state=state, conv=conv)
 
 
 def _not_counted(r: Reading) -> Count:
