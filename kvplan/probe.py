@@ -22,7 +22,7 @@ its torch paths; the estimate compared with is kvplan's transformers profile):
   Qwen3.5, OLMo Hybrid) come back from the torch scans in float32 whatever the model dtype
   (vLLM keeps the model dtype unless told); the profile sizes them so.
 - Falcon-H1 and Zamba2's hybrid layers hold K and V and a Mamba2 state in one cache layer;
-  the probe compares each half with the profile's estimate of it.
+  both are measured, and counted under ``full_attention`` and ``recurrent_state``.
 - Gemma 3n and Gemma 4's shared layers (the last ``num_kv_shared_layers``) hold nothing: a
   ``DummyLayer``, no full-length copy of the K and V they read.
 - DeepSeek-V3.2 and GLM-5 (DSA) keep the sparse-attention indexer's key beside the MLA latent
@@ -37,7 +37,7 @@ them, and without them ``kvplan probe`` says how to install them and exits 3.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan import probe_families
@@ -46,7 +46,6 @@ from kvplan.errors import KvplanError, ProbeUnavailableError, UnitError
 from kvplan.layers import (
     AttentionAndState,
     ChunkedLocalAttention,
-    LayerKind,
     MLALatent,
     RecurrentState,
     SlidingWindowAttention,
@@ -206,7 +205,7 @@ def _measure(
     cache, allocator = _fill_cache(torch, model, shape, device)
     tensors = _cache_tensors(cache)
     logical, storage_bytes, by_kind = _tensor_bytes(spec, tensors)
-    estimated, estimate_by_kind = _transformers_estimate(spec, total, batch_size, name)
+    estimated, estimate_by_kind = _profile(spec, total, batch_size, name)
     paged = _paged_pool(spec, paged_blocks, name, device) if paged_blocks else {}
     return ProbeResult(
         model=spec.name,
@@ -280,49 +279,10 @@ def _tensor_bytes(
     return logical, sum(storages.values()), by_kind
 
 
-def _transformers_estimate(
-    spec: ModelSpec, total_tokens: int, batch_size: int, dtype: str
-) -> tuple[int, dict[str, int]]:
-    """The transformers profile's bytes for the same cache, in all and per layer kind.
-
-    A layer with attention beside a Mamba state (Falcon-H1, Zamba2's hybrid layers) is
-    estimated as two: the profile sizes its attention as a ``full_attention`` layer and its
-    state as a ``mamba`` layer, the sum being what the layer holds.
-    """
-    parts = _split_attention_and_state(spec)
-    total = 0
-    by_kind: dict[str, int] = {}
-    for part in parts:
-        part_bytes, part_by_kind = _profile(part, total_tokens, batch_size, dtype)
-        total += part_bytes
-        for kind, num_bytes in part_by_kind.items():
-            by_kind[kind] = by_kind.get(kind, 0) + num_bytes
-    return total, by_kind
-
-
-def _split_attention_and_state(spec: ModelSpec) -> list[ModelSpec]:
-    """``spec`` itself, or for a spec with ``attention_mamba`` layers two specs: its attention
-    alone (those layers as ``full_attention``, the others keeping nothing) and the rest with
-    those layers as ``mamba``."""
-    pattern = spec.layer_types_pattern or ()
-    kinds = spec.layer_types or tuple(
-        pattern[i % len(pattern)] for i in range(spec.num_hidden_layers if pattern else 0)
-    )
-    if "attention_mamba" not in kinds:
-        return [spec]
-    both: LayerKind = "attention_mamba"
-    attention: tuple[LayerKind, ...] = tuple(
-        "full_attention" if k == both else "no_cache" for k in kinds
-    )
-    states: tuple[LayerKind, ...] = tuple("mamba" if k == both else k for k in kinds)
-    return [
-        replace(spec, layer_types=types, layer_types_pattern=None) for types in (attention, states)
-    ]
-
-
 def _profile(
     spec: ModelSpec, total_tokens: int, batch_size: int, dtype: str
 ) -> tuple[int, dict[str, int]]:
+    """The transformers profile's bytes for the same cache, in all and per cache kind."""
     from kvplan.engines import transformers as hf_profile
 
     profile = hf_profile.kv_cache(

@@ -161,7 +161,7 @@ def _layer_bytes(
             return _LayerBytes("recurrent_state", 0, 0, state, 0)
         case AttentionAndState():
             kept = tokens if cache == "dynamic" else max_cache_len
-            attention = _attention(layer.attention, layer.kind, kept, batch, dtype)
+            attention = _attention(layer.attention, layer.attention.kind, kept, batch, dtype)
             state = _state_bytes(layer.state, spec, batch, model_dtype, version)
             return replace(attention, state_bytes=state)
         case NoCache():
@@ -273,12 +273,14 @@ def kv_cache(
 
 
 def _engine_log(parts: list[_LayerBytes]) -> dict[str, int | float | str]:
-    """Bytes per layer kind (no-cache layers left out), then the K, V and state totals and
-    the count of K and V tensors."""
+    """Bytes per cache kind (no-cache layers left out): K and V under the layer's kind, any
+    recurrent state under ``recurrent_state`` (a Falcon-H1 layer holds both); then the K, V
+    and state totals and the count of K and V tensors."""
     by_kind: dict[str, int] = {}
     for part in parts:
         by_kind[part.kind] = by_kind.get(part.kind, 0) + part.k_bytes + part.v_bytes
-        by_kind[part.kind] += part.state_bytes
+        if part.state_bytes:
+            by_kind["recurrent_state"] = by_kind.get("recurrent_state", 0) + part.state_bytes
     log: dict[str, int | float | str] = {
         f"{kind}_bytes": num_bytes for kind, num_bytes in by_kind.items() if kind != "no_cache"
     }
