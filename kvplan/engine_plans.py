@@ -1,74 +1,47 @@
-"""``kvplan plan`` asked of one engine by name: the planner (``ideal``), vLLM's start-up, or
-SGLang's and TensorRT-LLM's token pools, with the figures derived from each answer.
+"""A ``Question`` asked of one engine by name, answered from that engine's rules.
 
-``plan_with(spec, gpu, engine, PlanRequest)``: ``ideal`` -> ``planner.Plan``; ``vllm`` ->
-``VllmPlan``; ``sglang``, ``trtllm`` -> ``TokenPoolPlan``; ``llama.cpp`` -> ``LlamaCppPlan``
-(every buffer per device, the ``-ngl`` or context it solved, its llama-server line). Each
-answer has ``fits``.
-A new engine flag is one field of the request and one argument where the engine is called.
+``answer(spec, gpu, question)`` -> ``Answer``: the engine's own result (``ideal`` ->
+``planner.Plan`` or, for the fewest GPUs on a catalog system, ``ClusterPlan``; ``vllm`` ->
+``VllmPlan``; ``sglang``, ``trtllm`` -> ``TokenPoolPlan``; ``llama.cpp`` -> ``LlamaCppPlan``)
+and one ``Verdict`` of the same shape for every engine: the kind of question, the most
+requests at the context, the longest context at the concurrency, the GPUs, and ``fits``.
+
+Every engine takes every kind of question (``kvplan.question``): the most requests of a
+length; the longest context for a number of requests; whether both fit with ``-tp``; and, with
+no parallel size, the fewest GPUs (tensor parallel sizes the heads allow, up to a node, then
+replicas). A setting an engine does not read is refused before anything is computed
+(``question.refuse_unread``), and so is a length past the model's trained length where the
+engine itself refuses it.
+A new engine flag is one field of ``Question``, one entry of ``ENGINE_SETTINGS`` and one
+argument where the engine is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kvplan.errors import UnknownEngineError
+from kvplan.errors import UnitError, UnknownEngineError
+from kvplan.question import (
+    Kind,
+    Question,
+    length_problem,
+    refuse_past_trained_length,
+    refuse_unread,
+    trained_length,
+    with_trained_length,
+)
 
 if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
-    from kvplan.engines.llamacpp_plan import LlamaCppAsk, LlamaCppPlan
     from kvplan.engines.vllm import StageResult, VllmResult
     from kvplan.hardware import GPU
-    from kvplan.planner import Plan
+    from kvplan.planner.cluster import ClusterPlan
     from kvplan.spec import ModelSpec
 
 #: the engines ``plan_with`` models
 PLAN_ENGINES = ("ideal", "vllm", "sglang", "trtllm", "llama.cpp")
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRequest:
-    """What ``kvplan plan`` asks; each engine reads the fields it has.
-
-    ``max_model_len`` None: the planner's default, or for an engine the model's
-    ``max_position_embeddings``. ``gpu_memory_utilization`` is TensorRT-LLM's
-    ``free_gpu_memory_fraction``.
-    """
-
-    max_model_len: int | None = None
-    concurrency: int | None = None
-    tensor_parallel_size: int | None = None
-    pipeline_parallel_size: int | None = None
-    gpu_memory_utilization: Fraction = Fraction(9, 10)
-    kv_cache_dtype: str | None = None
-    dtype: str | None = None
-    quantization: str | None = None
-    overhead_bytes: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    block_size: int = 16
-    shared_prefix_tokens: int = 0
-    lengths: Sequence[int] | None = None
-    mean_length: int | None = None
-    p99_length: int | None = None
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 1024
-    mamba_ssm_cache_dtype: str | None = None
-    enable_prefix_caching: bool | None = None
-    async_scheduling: bool | None = None
-    mamba_cache_mode: str | None = None
-    num_gpu_blocks_override: int | None = None
-    enforce_eager: bool | None = None  # vLLM --enforce-eager: no CUDA graphs (None: off)
-    mem_fraction_static: Fraction | None = None
-    max_total_tokens: int | None = None
-    page_size: int = 1
-    version: str | None = None
-    llamacpp: LlamaCppAsk | None = None  # llama.cpp's own settings (None: its defaults)
-
-    def engine_max_model_len(self, spec: ModelSpec) -> int:
-        return self.max_model_len or spec.max_position_embeddings or 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +57,9 @@ class VllmPlan:
     max_context_tokens: int
     version_asked: str = ""
     version_note: str = ""
+    kv_cache_dtype: str = (
+        ""  # the cache dtype vLLM resolves (``--kv-cache-dtype auto``: the model's)
+    )
 
     @property
     def num_gpus(self) -> int:
@@ -130,30 +106,143 @@ class TokenPoolPlan:
         return self.result.kv_cache_tokens or 0
 
     @property
+    def block_size(self) -> int:
+        """The pool's unit in tokens: SGLang's page, TensorRT-LLM's block (32)."""
+        return self.result.block_size or 1
+
+    @property
+    def num_blocks(self) -> int:
+        return self.kv_cache_tokens // self.block_size
+
+    def requests_at(self, num_tokens: int) -> int:
+        """Requests of ``num_tokens`` each the pool holds, in whole pages or blocks."""
+        if num_tokens <= 0:
+            return 0
+        return self.num_blocks // -(-num_tokens // self.block_size)
+
+    def longest_for(self, concurrency: int) -> int:
+        """The longest context ``concurrency`` requests each reach, in whole pages or blocks."""
+        return (self.num_blocks // concurrency) * self.block_size if concurrency > 0 else 0
+
+    @property
     def max_concurrency(self) -> int:
-        return self.kv_cache_tokens // self.max_model_len if self.max_model_len else 0
+        return self.requests_at(self.max_model_len)
 
     @property
     def fits(self) -> bool:
-        return self.kv_cache_tokens >= self.max_model_len
+        return self.max_concurrency >= 1
 
 
-def plan_with(
-    spec: ModelSpec, gpu: GPU, engine: str, request: PlanRequest
-) -> Plan | VllmPlan | TokenPoolPlan | LlamaCppPlan:
-    """The plan of ``request`` under ``engine`` (see the module docstring)."""
-    match engine:
+#: the widest tensor parallel size the fewest-GPU search of an engine tries (one node)
+MAX_ENGINE_TP = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to a ``Question``, the same for every engine.
+
+    ``max_model_len``: tokens each request holds in the answer (for ``max_context``, the
+    longest context found); ``max_concurrency``: requests of ``max_model_len`` one replica
+    holds; ``max_context_tokens``: the longest context ``concurrency`` requests each reach
+    (None when no concurrency was asked); ``replicas`` copies of ``tensor_parallel_size x
+    pipeline_parallel_size`` GPUs; ``fits``: the question has an answer (a request fits, the
+    concurrency asked is held); ``warnings``: what the user should know (a length past the
+    trained one).
+    """
+
+    engine: str
+    kind: Kind
+    max_model_len: int
+    concurrency: int | None
+    max_concurrency: int
+    max_context_tokens: int | None
+    fits: bool
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    replicas: int = 1
+    limit: str = ""  # what caps the answer besides memory (vLLM's --max-num-seqs)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.replicas
+
+    @property
+    def held_requests(self) -> int:
+        return self.max_concurrency * self.replicas
+
+    def sentence(self) -> str:
+        """The verdict in one sentence, naming what was asked."""
+        from kvplan.units import format_tokens
+
+        length = f"{format_tokens(self.max_model_len)} tokens"
+        asked = f"{self.concurrency} request{'s' if self.concurrency != 1 else ''}"
+        shape = f"TP {self.tensor_parallel_size} x PP {self.pipeline_parallel_size}"
+        gpus = f"{self.num_gpus} GPU{'s' if self.num_gpus != 1 else ''} ({shape}"
+        gpus += f" x {self.replicas} replicas)" if self.replicas > 1 else ")"
+        match self.kind:
+            case "max_context":
+                if not self.fits:
+                    return f"{self.concurrency} requests do not fit on {gpus} at any context"
+                return f"{self.concurrency} concurrent requests reach {length} each on {gpus}"
+            case "fewest_gpus" if self.fits:
+                return (
+                    f"fewest GPUs: {gpus} hold {self.held_requests} requests of {length}"
+                    f" (>= {self.concurrency})"
+                )
+            case "fewest_gpus":
+                return (
+                    f"{asked} of {length} do not fit on up to {MAX_ENGINE_TP} GPUs in tensor"
+                    " parallel"
+                )
+            case "fits":
+                verb = "fit" if self.fits else "do not fit"
+                held = f"it holds {self.max_concurrency}" + (
+                    f"; {self.limit}" if self.limit else ""
+                )
+                return f"{asked} of {length} {verb} on {gpus}; {held}"
+        if not self.fits:
+            return f"one request of {length} does not fit on {gpus}"
+        return f"{self.max_concurrency} concurrent requests of {length} fit on {gpus}"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An engine's result for a question, and the verdict every engine gives alike."""
+
+    #: Plan | ClusterPlan (ideal), VllmPlan, TokenPoolPlan (sglang, trtllm), LlamaCppPlan
+    result: Any
+    verdict: Verdict
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict.fits
+
+
+def answer(spec: ModelSpec, gpu: GPU, q: Question) -> Answer:
+    """``q`` asked of ``q.engine`` on ``gpu`` (the module docstring).
+
+    Raises UnitError for a setting the engine does not read or a length it refuses, and
+    UnknownEngineError for an engine without a plan profile."""
+    _known(q.engine)
+    refuse_unread(q)
+    refuse_past_trained_length(spec, q)
+    spec = with_trained_length(spec, q)
+    warnings = tuple(w for w in (length_problem(spec, q, q.max_model_len),) if w)
+    match q.engine:
         case "ideal":
-            return _ideal(spec, gpu, request)
-        case "vllm":
-            return _vllm(spec, gpu, request)
-        case "sglang" | "trtllm":
-            return _token_pool(spec, gpu, engine, request)
+            found = _ideal(spec, gpu, q)
         case "llama.cpp":
-            from kvplan.engines import llamacpp_plan
+            found = _llamacpp(spec, gpu, q)
+        case _:
+            found = _searched(spec, gpu, q)
+    result, verdict = found
+    return Answer(result, replace(verdict, warnings=verdict.warnings + warnings))
 
-            ask = request.llamacpp or llamacpp_plan.LlamaCppAsk(n_ctx=request.max_model_len)
-            return llamacpp_plan.plan(spec, gpu, ask)
+
+def _known(engine: str) -> None:
+    if engine in PLAN_ENGINES:
+        return
     modelled = ", ".join(PLAN_ENGINES)
     from kvplan.engines.base import ENGINE_NAMES
 
@@ -164,47 +253,186 @@ def plan_with(
     raise UnknownEngineError(f"--engine: unknown engine {engine!r}; modelled: {modelled}")
 
 
-def _ideal(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> Plan:
-    from kvplan.planner import plan
+# --- kvplan's own planner -------------------------------------------------------------------
 
-    return plan(
-        spec,
-        gpu,
-        tensor_parallel_size=r.tensor_parallel_size,
-        pipeline_parallel_size=r.pipeline_parallel_size,
-        max_model_len=r.max_model_len,
-        concurrency=r.concurrency,
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        kv_cache_dtype=r.kv_cache_dtype,
-        dtype=r.dtype,
-        quantization=r.quantization,
-        overhead_bytes=r.overhead_bytes,
-        kv_cache_memory_bytes=r.kv_cache_memory_bytes,
-        block_size=r.block_size,
-        shared_prefix_tokens=r.shared_prefix_tokens,
-        lengths=r.lengths,
-        mean_length=r.mean_length,
-        p99_length=r.p99_length,
-        max_num_batched_tokens=r.max_num_batched_tokens,
+
+def _ideal(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
+    from kvplan.planner.cluster_route import plan_deployment
+
+    kwargs: dict[str, Any] = {
+        "tensor_parallel_size": q.tensor_parallel_size,
+        "pipeline_parallel_size": q.pipeline_parallel_size,
+        "max_model_len": q.max_model_len,
+        "concurrency": q.concurrency,
+        "kv_cache_dtype": q.kv_cache_dtype,
+        "dtype": q.dtype,
+        "quantization": q.quantization,
+        "overhead_bytes": q.overhead_bytes,
+        "kv_cache_memory_bytes": q.kv_cache_memory_bytes,
+        "shared_prefix_tokens": q.shared_prefix_tokens,
+        "lengths": q.lengths,
+        "mean_length": q.mean_length,
+        "p99_length": q.p99_length,
+    }
+    for name in ("gpu_memory_utilization", "block_size", "max_num_batched_tokens"):
+        if getattr(q, name) is not None:
+            kwargs[name] = getattr(q, name)
+    found = plan_deployment(spec, gpu, **kwargs)
+    from kvplan.planner.cluster import ClusterPlan
+
+    if isinstance(found, ClusterPlan):
+        return found, cluster_verdict(found)
+    p = found
+    kind = q.kind
+    if kind == "fewest_gpus":
+        kind = "fewest_gpus" if p.searched else "fits"
+    length = p.max_model_len if p.max_model_len is not None else (p.max_context_tokens or 0)
+    return p, Verdict(
+        engine="ideal",
+        kind=kind,
+        max_model_len=length,
+        concurrency=p.concurrency,
+        max_concurrency=p.max_concurrency or 0,
+        max_context_tokens=p.max_context_tokens if q.concurrency is not None else None,
+        fits=p.fits,
+        tensor_parallel_size=p.tensor_parallel_size,
+        pipeline_parallel_size=p.pipeline_parallel_size,
+        replicas=p.replicas,
     )
 
 
-def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
+def cluster_verdict(cp: ClusterPlan) -> Verdict:
+    """The verdict of the search in whole nodes: its first candidate."""
+    best = cp.best
+    if best is None:
+        return Verdict("ideal", "fewest_gpus", cp.max_model_len, cp.concurrency, 0, None, False)
+    p = best.plan
+    return Verdict(
+        engine="ideal",
+        kind="fewest_gpus",
+        max_model_len=cp.max_model_len,
+        concurrency=cp.concurrency,
+        max_concurrency=p.max_concurrency or 0,
+        max_context_tokens=None,
+        fits=cp.fits,
+        tensor_parallel_size=p.tensor_parallel_size,
+        pipeline_parallel_size=p.pipeline_parallel_size,
+        replicas=p.replicas,
+    )
+
+
+# --- engines with a pool: vLLM, SGLang, TensorRT-LLM ------------------------------------------
+
+
+def _searched(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
+    """vLLM's, SGLang's or TensorRT-LLM's answer; the fewest GPUs by trying each tensor
+    parallel size the heads allow (1, 2, 4, 8) with as many replicas as the requests need."""
+    if q.kind != "fewest_gpus":
+        return _pool_answer(spec, gpu, q)
+    from kvplan.planner.search import valid_tensor_parallel_sizes
+
+    tried: list[tuple[Any, Verdict]] = []
+    for tp in valid_tensor_parallel_sizes(spec, MAX_ENGINE_TP):
+        result, v = _pool_answer(spec, gpu, replace(q, tensor_parallel_size=tp))
+        held = v.max_concurrency
+        if held >= 1 and not v.limit:
+            replicas = -(-(q.concurrency or 1) // held)
+            tried.append((result, replace(v, kind="fewest_gpus", replicas=replicas, fits=True)))
+    if not tried:
+        result, v = _pool_answer(
+            spec, gpu, replace(q, tensor_parallel_size=valid_tensor_parallel_sizes(spec)[-1])
+        )
+        return result, replace(v, kind="fewest_gpus", fits=False)
+    return min(tried, key=lambda t: (t[1].num_gpus, t[1].replicas))
+
+
+def _pool_answer(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
+    """One deployment of ``q``'s engine at ``q``'s parallel sizes: the requests of the
+    context asked (or the trained length), or the longest context for the concurrency."""
+    trained = trained_length(spec, q) or 0
+    length = q.max_model_len or trained
+    if q.engine == "vllm":
+        return _vllm_answer(spec, gpu, q, length)
+    pool = _token_pool(spec, gpu, q, length)
+    if q.kind == "max_context":
+        n = q.concurrency or 1
+        longest = min(pool.longest_for(n), trained) if trained else pool.longest_for(n)
+        return pool, _verdict(q, longest, pool.requests_at(longest) if longest else 0, longest)
+    held = pool.max_concurrency
+    return pool, _verdict(q, length, held, None)
+
+
+def _verdict(q: Question, length: int, held: int, longest: int | None, limit: str = "") -> Verdict:
+    """The verdict of one deployment holding ``held`` requests of ``length`` tokens."""
+    n = q.concurrency
+    match q.kind:
+        case "max_context":
+            fits = (longest or 0) > 0
+        case "fits" | "fewest_gpus":
+            fits = n is not None and held >= n and not limit
+        case _:
+            fits = held >= 1
+    return Verdict(
+        engine=q.engine,
+        kind=q.kind,
+        max_model_len=length,
+        concurrency=n,
+        max_concurrency=held,
+        max_context_tokens=longest if n is not None else None,
+        fits=fits,
+        tensor_parallel_size=q.tensor_parallel_size or 1,
+        pipeline_parallel_size=q.pipeline_parallel_size or 1,
+        limit=limit,
+    )
+
+
+def _vllm_answer(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> tuple[Any, Verdict]:
+    from kvplan.engines import vllm
+
+    plan = _vllm(spec, gpu, q, length)
+    max_num_seqs = plan.result.config.max_num_seqs
+    if q.kind == "max_context":
+        n = q.concurrency or 1
+        longest = vllm.estimated_max_model_len(plan.result, n)
+        if longest > 0:
+            plan = _vllm(spec, gpu, q, longest)
+        limit = _seqs_limit(n, max_num_seqs)
+        held = plan.result.max_requests if longest > 0 else 0
+        verdict = _verdict(q, longest, held, longest, limit)
+        return plan, replace(verdict, fits=longest > 0 and not limit)
+    held = plan.result.max_requests
+    limit = _seqs_limit(q.concurrency, max_num_seqs) if q.concurrency else ""
+    return plan, _verdict(q, length, held, None, limit)
+
+
+def _seqs_limit(concurrency: int | None, max_num_seqs: int) -> str:
+    if concurrency is None or concurrency <= max_num_seqs:
+        return ""
+    return f"vLLM runs at most --max-num-seqs {max_num_seqs:,} requests at once"
+
+
+def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
     from kvplan.engines import vllm
 
     choice = vllm.resolve_version(r.version)
+    optional = {
+        name: getattr(r, name)
+        for name in (
+            "gpu_memory_utilization",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "block_size",
+        )
+        if getattr(r, name) is not None
+    }
     cfg = vllm.VllmConfig(
-        max_model_len=r.engine_max_model_len(spec),
-        gpu_memory_utilization=r.gpu_memory_utilization,
-        max_num_batched_tokens=r.max_num_batched_tokens,
-        max_num_seqs=r.max_num_seqs,
+        max_model_len=length,
         mamba_ssm_cache_dtype=r.mamba_ssm_cache_dtype,
         enable_prefix_caching=r.enable_prefix_caching,
         async_scheduling=r.async_scheduling,
         mamba_cache_mode=r.mamba_cache_mode,
         num_gpu_blocks_override=r.num_gpu_blocks_override,
         enforce_eager=bool(r.enforce_eager),
-        block_size=r.block_size,
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         tensor_parallel_size=r.tensor_parallel_size or 1,
@@ -212,42 +440,101 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: PlanRequest) -> VllmPlan:
         dtype=r.dtype,
         quantization=r.quantization,
         version=choice.line,
+        **optional,
     )
+    from kvplan.dtypes import cache_dtypes
+
     result = vllm.profile(spec, gpu, cfg)
+    kv = cache_dtypes(spec, "vllm", kv_cache_dtype=r.kv_cache_dtype, dtype=r.dtype)
     return VllmPlan(
-        spec.name, gpu, result, vllm.estimated_max_model_len(result), choice.asked, choice.note
+        spec.name,
+        gpu,
+        result,
+        vllm.estimated_max_model_len(result),
+        choice.asked,
+        choice.note,
+        kv.kv_dtype + (f" ({kv.reason})" if kv.reason else ""),
     )
 
 
-def _token_pool(spec: ModelSpec, gpu: GPU, engine: str, r: PlanRequest) -> TokenPoolPlan:
-    tp, pp = r.tensor_parallel_size or 1, r.pipeline_parallel_size or 1
-    max_model_len = r.engine_max_model_len(spec)
+def _token_pool(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> TokenPoolPlan:
+    tp, pp = q.tensor_parallel_size or 1, q.pipeline_parallel_size or 1
     fraction = None
-    if engine == "trtllm":
+    if q.engine == "trtllm":
         from kvplan.engines import trtllm
 
-        fraction = float(r.gpu_memory_utilization)
+        fraction = float(q.gpu_memory_utilization or Fraction(9, 10))
         result = trtllm.kv_cache(
             spec,
             gpu,
             tp=tp,
             pp=pp,
             free_gpu_memory_fraction=fraction,
-            kv_cache_dtype=r.kv_cache_dtype,
-            max_seq_len=max_model_len or None,
+            kv_cache_dtype=q.kv_cache_dtype,
+            max_seq_len=length or None,
         )
     else:
         from kvplan.engines import sglang
 
-        static = r.mem_fraction_static
+        static = q.mem_fraction_static
         result = sglang.kv_cache(
             spec,
             gpu,
             tp=tp,
             pp=pp,
             mem_fraction_static=None if static is None else float(static),
-            kv_cache_dtype=r.kv_cache_dtype,
-            page_size=r.page_size,
-            max_total_tokens=r.max_total_tokens,
+            kv_cache_dtype=q.kv_cache_dtype,
+            page_size=q.page_size or 1,
+            max_total_tokens=q.max_total_tokens,
         )
-    return TokenPoolPlan(result, gpu, tp, pp, max_model_len, fraction)
+    return TokenPoolPlan(result, gpu, tp, pp, length, fraction)
+
+
+# --- llama.cpp: one machine, -np sequences of -c / -np cells each ------------------------------
+
+
+def _llamacpp(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
+    """llama.cpp's answer. Its ``-c`` is the cells of all ``-np`` sequences together, so a
+    question of ``n`` requests of ``c`` tokens is ``-np n -c n*c``; llama.cpp plans one
+    machine, so the fewest-GPU question is answered on the GPUs given (``-tp``, default 1)
+    and says so. kvplan solves ``-ngl`` and ``-c``, not ``-np``: the most requests at a
+    context is answered for the ``-np`` given (default 1)."""
+    from kvplan.engines import llamacpp_plan
+
+    ask = q.llamacpp or llamacpp_plan.LlamaCppAsk()
+    n = q.concurrency or ask.n_seq_max
+    if q.concurrency is not None and q.llamacpp is not None and ask.n_seq_max not in (1, n):
+        raise UnitError(
+            f"-np {ask.n_seq_max} and --concurrency {n}: llama.cpp's -np is the concurrency;"
+            " give one of them"
+        )
+    cells = q.max_model_len * n if q.max_model_len is not None else None
+    ask = replace(
+        ask,
+        n_ctx=cells,
+        n_seq_max=n,
+        num_gpus=q.tensor_parallel_size or ask.num_gpus,
+    )
+    plan = llamacpp_plan.plan(spec, gpu, ask)
+    per_sequence = plan.n_ctx // n if n else 0
+    kind: Kind = "max_context" if q.kind == "max_context" else "fits"
+    notes: tuple[str, ...] = ()
+    if q.kind == "fewest_gpus":
+        notes = (f"llama.cpp plans one machine: answered on {ask.num_gpus} GPU(s), not searched",)
+    if plan.n_gpu_layers < plan.n_layer + 1:
+        notes += (
+            f"{plan.n_gpu_layers} of {plan.n_layer + 1} layers on the GPU (-ngl): the rest run"
+            " on the host",
+        )
+    verdict = Verdict(
+        engine="llama.cpp",
+        kind=kind,
+        max_model_len=q.max_model_len or per_sequence,
+        concurrency=n,
+        max_concurrency=n if plan.fits else 0,
+        max_context_tokens=per_sequence if kind == "max_context" else None,
+        fits=plan.fits,
+        tensor_parallel_size=ask.num_gpus,
+        warnings=notes,
+    )
+    return plan, verdict

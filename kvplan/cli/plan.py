@@ -48,6 +48,7 @@ from kvplan.cli.llamacpp_options import (
     UbatchOpt,
     WiredLimitOpt,
 )
+from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
     from kvplan.hardware import GPU
@@ -95,10 +96,10 @@ ConcurrencyOpt = Annotated[
     int | None, _opt("--concurrency", "-n", min=1, help="Concurrent requests.")
 ]
 UtilizationOpt = Annotated[
-    str,
-    typer.Option(
+    str | None,
+    _opt(
         "--gpu-memory-utilization",
-        help="Share of the GPU's total memory the engine may use (vLLM's default 0.9).",
+        help="Share of the GPU's total memory the engine may use (default 0.9, vLLM's).",
     ),
 ]
 KvDtypeOpt = Annotated[
@@ -127,7 +128,9 @@ KvCacheMemoryOpt = Annotated[
         help="KV pool per GPU (40GiB), skipping the budget (vLLM --kv-cache-memory).",
     ),
 ]
-BlockSizeOpt = Annotated[int, typer.Option("--block-size", min=1, help="Tokens per KV page.")]
+BlockSizeOpt = Annotated[
+    int | None, _opt("--block-size", min=1, help="Tokens per KV page (default 16).")
+]
 SharedPrefixOpt = Annotated[
     str,
     typer.Option(
@@ -146,11 +149,11 @@ P99LengthOpt = Annotated[
     str | None, _opt("--p99-length", help="99th-percentile request length (tokens).")
 ]
 BatchedTokensOpt = Annotated[
-    int,
-    typer.Option(
+    int | None,
+    _opt(
         "--max-num-batched-tokens",
         min=1,
-        help="Tokens per forward pass; sizes the activation estimate.",
+        help="Tokens per forward pass; sizes the activation estimate (default 8192).",
     ),
 ]
 MambaSsmDtypeOpt = Annotated[
@@ -204,7 +207,12 @@ GpuBlocksOverrideOpt = Annotated[
     ),
 ]
 MaxNumSeqsOpt = Annotated[
-    int, typer.Option("--max-num-seqs", min=1, help="vLLM: sequences per step (sampler size).")
+    int | None,
+    _opt(
+        "--max-num-seqs",
+        min=1,
+        help="vLLM: sequences per step (default 1024); a concurrency above it does not fit.",
+    ),
 ]
 EngineOpt = Annotated[
     str,
@@ -227,7 +235,18 @@ MemFractionStaticOpt = Annotated[
 MaxTotalTokensOpt = Annotated[
     int | None, _opt("--max-total-tokens", min=1, help="SGLang: cap on the token pool.")
 ]
-PageSizeOpt = Annotated[int, typer.Option("--page-size", min=1, help="SGLang: tokens per page.")]
+PageSizeOpt = Annotated[
+    int | None, _opt("--page-size", min=1, help="SGLang: tokens per page (default 1).")
+]
+HfOverridesOpt = Annotated[
+    str | None,
+    _opt(
+        "--hf-overrides",
+        help="The model's trained length extended as the engines take it (vLLM's"
+        " --hf-overrides): a JSON object with max_position_embeddings, or rope_scaling"
+        " (rope_type yarn, factor, original_max_position_embeddings)",
+    ),
+]
 EngineVersionOpt = Annotated[
     str | None,
     _opt(
@@ -264,6 +283,7 @@ def _tensor_parallel_size(spec: "ModelSpec", tp: int | None) -> int | None:
 
 @command("plan")
 def plan_command(
+    ctx: typer.Context,
     model: ModelArg,
     gpu: GpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
@@ -271,19 +291,19 @@ def plan_command(
     pipeline_parallel_size: PpOpt = None,
     max_model_len: MaxModelLenOpt = None,
     concurrency: ConcurrencyOpt = None,
-    gpu_memory_utilization: UtilizationOpt = "0.9",
+    gpu_memory_utilization: UtilizationOpt = None,
     kv_cache_dtype: KvDtypeOpt = "auto",
     dtype: DtypeOpt = None,
     quantization: QuantizationOpt = None,
     overhead: OverheadOpt = None,
     kv_cache_memory: KvCacheMemoryOpt = None,
-    block_size: BlockSizeOpt = 16,
+    block_size: BlockSizeOpt = None,
     shared_prefix: SharedPrefixOpt = "0",
     lengths: LengthsOpt = None,
     mean_length: MeanLengthOpt = None,
     p99_length: P99LengthOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = 8192,
-    max_num_seqs: MaxNumSeqsOpt = 1024,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     mamba_ssm_cache_dtype: MambaSsmDtypeOpt = "auto",
     enable_prefix_caching: PrefixCachingOpt = None,
     async_scheduling: AsyncSchedulingOpt = None,
@@ -293,8 +313,9 @@ def plan_command(
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
-    page_size: PageSizeOpt = 1,
+    page_size: PageSizeOpt = None,
     engine_version: EngineVersionOpt = None,
+    hf_overrides: HfOverridesOpt = None,
     system: SystemOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     nodes: NodesOpt = None,
@@ -330,9 +351,21 @@ def plan_command(
     in whole nodes of the GPU's system (TP inside its NVLink domain, PP across nodes, replicas,
     DP attention with expert parallelism for MoE models), ranked by --objective, with cost.
     Several GPUs (--gpu h100,h200,mi300x) are compared under the objective.
+
+    Every engine answers the same three questions from its own rules (the fewest GPUs too,
+    over tensor parallel sizes and replicas); a setting an engine does not read is refused
+    by name, and so is a --max-model-len past the model's trained length where the engine
+    refuses it. Exit code 1 when the answer is "does not fit".
     """
     args = dict(locals())
+    args["_given"] = given_options(args.pop("ctx"))
     guard(lambda: _plan(args))
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The parameters of the running command that the user gave (not their defaults)."""
+    sources = ((name, ctx.get_parameter_source(name)) for name in ctx.params)
+    return frozenset(name for name, source in sources if source and source.name != "DEFAULT")
 
 
 def _tokens(name: str, text: str | None) -> int | None:
@@ -341,17 +374,52 @@ def _tokens(name: str, text: str | None) -> int | None:
     return option(name, parse_tokens, text) if text else None
 
 
+#: plan's options that only llama.cpp reads, as llama.cpp spells them
+_LLAMACPP_OPTIONS = {
+    "n_gpu_layers": "-ngl",
+    "tensor_split": "-ts",
+    "split_mode": "--split-mode",
+    "ubatch_size": "-ub",
+    "batch_size": "-b",
+    "flash_attn": "-fa",
+    "cache_type_k": "-ctk",
+    "cache_type_v": "-ctv",
+    "parallel": "-np",
+    "swa_full": "--swa-full",
+    "mmap": "--mmap",
+    "kv_unified": "--kv-unified",
+    "no_kv_offload": "--no-kv-offload",
+    "device": "--device",
+    "wired_limit_mb": "--wired-limit-mb",
+    "cpu_moe": "--cpu-moe",
+    "n_cpu_moe": "--n-cpu-moe",
+    "override_tensor": "-ot",
+}
+#: plan's options of the search in whole nodes (kvplan's own planner only)
+_CLUSTER_OPTIONS = {
+    "system": "--system",
+    "gpus_per_node": "--gpus-per-node",
+    "nodes": "--nodes",
+    "objective": "--objective",
+    "top": "--top",
+    "price": "--price",
+    "prices": "--prices",
+    "disaggregate": "--disaggregate",
+}
+
+
 def _common(a: dict[str, Any]) -> dict[str, Any]:
-    """The settings every planner takes, parsed from plan's options ``a``."""
+    """The settings every planner takes, parsed from plan's options ``a`` (None: not given)."""
     from kvplan.planner import parse_utilization
     from kvplan.units import parse_bytes, parse_tokens
 
+    utilization = a["gpu_memory_utilization"]
     return {
         "max_model_len": _tokens("--max-model-len", a["max_model_len"]),
         "concurrency": a["concurrency"],
-        "gpu_memory_utilization": option(
-            "--gpu-memory-utilization", parse_utilization, a["gpu_memory_utilization"]
-        ),
+        "gpu_memory_utilization": option("--gpu-memory-utilization", parse_utilization, utilization)
+        if utilization is not None
+        else None,
         "kv_cache_dtype": auto_none(a["kv_cache_dtype"]),
         "dtype": a["dtype"],
         "quantization": a["quantization"],
@@ -364,16 +432,23 @@ def _common(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _engine_request(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
-    """The ``PlanRequest`` of plan's options ``a`` for one deployment on one GPU."""
+def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
+    """The ``Question`` of plan's options ``a`` for one deployment on one GPU."""
     from kvplan.cli.llamacpp_options import llamacpp_ask
-    from kvplan.engine_plans import PlanRequest
     from kvplan.planner import parse_utilization
+    from kvplan.question import Question, parse_hf_overrides
     from kvplan.units import parse_bytes
     from kvplan.workload import load_lengths
 
+    engine = a["engine"]
+    given = a.get("_given", frozenset())
+    llama = [flag for name, flag in _LLAMACPP_OPTIONS.items() if name in given]
+    if llama and engine != "llama.cpp":
+        raise UnitError(f"{llama[0]}: a llama.cpp option; it applies with --engine llama.cpp")
     fraction = a["mem_fraction_static"]
-    return PlanRequest(
+    overrides = a.get("hf_overrides")
+    return Question(
+        engine=engine,
         **common,
         lengths=load_lengths(a["lengths"]) if a["lengths"] is not None else None,
         mean_length=_tokens("--mean-length", a["mean_length"]),
@@ -395,7 +470,11 @@ def _engine_request(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]
         max_total_tokens=a["max_total_tokens"],
         page_size=a["page_size"],
         version=a["engine_version"],
-        llamacpp=llamacpp_ask(a, common) if a["engine"] == "llama.cpp" else None,
+        llamacpp=llamacpp_ask(a, common) if engine == "llama.cpp" else None,
+        max_position_embeddings=(
+            option("--hf-overrides", parse_hf_overrides, overrides) if overrides else None
+        ),
+        device_fixed=a["gpu_memory"] is not None,
         **{name: a[name] for name in _VLLM_FLAGS},
     )
 
@@ -410,48 +489,60 @@ _VLLM_FLAGS = (
 
 
 def _plan(a: dict[str, Any]) -> None:
-    """``kvplan plan`` with its options ``a``: one deployment, or the ranked ones in nodes."""
+    """``kvplan plan`` with its options ``a``: one question asked of one engine, or the
+    ranked deployments in whole nodes (kvplan's own planner)."""
     from kvplan.catalog import load_model
-    from kvplan.engine_plans import plan_with
+    from kvplan.engine_plans import answer
     from kvplan.views import plan as views
 
-    if any(a[name] is not None for name in _VLLM_FLAGS):
-        from kvplan.engines.vllm_flags import refuse_other_engine
-
-        refuse_other_engine(a["engine"], {name: a[name] for name in _VLLM_FLAGS})
     spec = load_model(a["model"])
     common = _common(a)
-    keys = (
-        "system",
-        "gpus_per_node",
-        "nodes",
-        "objective",
-        "top",
-        "price",
-        "prices",
-        "disaggregate",
-    )
+    keys = tuple(_CLUSTER_OPTIONS)
     cluster = ClusterAsk(*(a[k] for k in keys))
+    asked = [flag for name, flag in _CLUSTER_OPTIONS.items() if a[name] not in (None, [], ())]
+    several = a["gpu"] is not None and "," in a["gpu"]
+    if (asked or several) and a["engine"] != "ideal":
+        what = asked[0] if asked else "--gpu with several GPUs"
+        raise UnitError(
+            f"{what}: the search in whole nodes is kvplan's own planner's (--engine ideal);"
+            f" --engine {a['engine']} answers on one GPU type, with -tp or the fewest GPUs"
+        )
     if cluster.wanted(a):
-        found = cluster.plan(spec, a["gpu"], **common)
-        emit(a["output"], lambda: views.cluster_to_dict(found), lambda: views.cluster_view(found))
+        from kvplan.engine_plans import cluster_verdict
+
+        shared = {k: v for k, v in common.items() if v is not None}
+        found = cluster.plan(spec, a["gpu"], **shared)
+        q = _question(a, spec, common)
+        emit(
+            a["output"],
+            lambda: views.with_answer(views.cluster_to_dict(found), q, cluster_verdict(found)),
+            lambda: views.cluster_view(found),
+        )
         check_failed_unless(found.fits)
         return
-    request = _engine_request(a, spec, common)
-    result = plan_with(spec, _device(a["gpu"], a["gpu_memory"]), a["engine"], request)
-    to_dict, view = _views(a["engine"])
-    emit(a["output"], lambda: to_dict(result, spec), lambda: view(result, spec))
-    check_failed_unless(result.fits)
+    q = _question(a, spec, common)
+    ans = answer(spec, _device(a["gpu"], a["gpu_memory"]), q)
+    to_dict, view = _views(ans.result)
+    emit(
+        a["output"],
+        lambda: views.with_answer(to_dict(ans.result, spec), q, ans.verdict),
+        lambda: [*view(ans.result, spec), *views.verdict_lines(ans.result, ans.verdict)],
+    )
+    check_failed_unless(ans.fits)
 
 
-def _views(engine: str) -> tuple[Any, Any]:
-    """The JSON and table views of ``engine``'s plan (llama.cpp's buffers have their own)."""
-    if engine == "llama.cpp":
-        from kvplan.views import engines
-
-        return engines.llamacpp_plan_to_dict, engines.llamacpp_plan_view
+def _views(result: Any) -> tuple[Any, Any]:
+    """The JSON and table views of an engine's plan (llama.cpp's buffers and the search in
+    nodes have their own). By class name: neither module is imported unless used."""
     from kvplan.views import plan as views
 
+    match type(result).__name__:
+        case "LlamaCppPlan":
+            from kvplan.views import engines
+
+            return engines.llamacpp_plan_to_dict, engines.llamacpp_plan_view
+        case "ClusterPlan":
+            return (lambda r, _: views.cluster_to_dict(r)), (lambda r, _: views.cluster_view(r))
     return views.plan_result_to_dict, views.plan_result_view
 
 

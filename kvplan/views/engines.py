@@ -56,6 +56,7 @@ def vllm_to_dict(p: VllmPlan) -> dict[str, Any]:
         "gpu_memory_utilization": str(float(cfg.gpu_memory_utilization)),
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
         "max_num_seqs": cfg.max_num_seqs,
+        "kv_cache_dtype": p.kv_cache_dtype,
         "total_memory_bytes": p.gpu.memory_bytes,
         "weights_bytes": tight.overhead.weights_bytes,
         "overhead_bytes": p.overhead_bytes,
@@ -111,14 +112,27 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
     return [
         f"[bold]{doc['model']}[/bold] on vLLM {doc['engine_version']} (V1),"
         f" {doc['num_gpus']} x {doc['gpu']} (TP {doc['tensor_parallel_size']} x PP"
-        f" {doc['pipeline_parallel_size']}), utilization {doc['gpu_memory_utilization']}",
+        f" {doc['pipeline_parallel_size']}), KV dtype {doc.get('kv_cache_dtype', 'auto')},"
+        f" utilization {doc['gpu_memory_utilization']}",
         *([doc["engine_version_note"]] if doc["engine_version_note"] else []),
         table([("", "left"), ("", "right")], rows, show_header=False, key_style="bold"),
         "what vLLM prints:",
         *(f"  {line}" for line in doc["log_lines"]),
-        f"fits: {'yes' if doc['fits'] else 'no'}; one request of"
-        f" {format_tokens(doc['max_model_len'])} tokens needs {doc['blocks_per_request']:,}"
-        f" blocks; the longest that fits is {format_tokens(doc['max_context_tokens'])} tokens",
+        f"one request of {format_tokens(doc['max_model_len'])} tokens needs"
+        f" {doc['blocks_per_request']:,} blocks; {doc['max_concurrency']:,} such requests fit"
+        f" at once; one request alone reaches {format_tokens(doc['max_context_tokens'])} tokens",
+        *_vllm_advice(doc),
+    ]
+
+
+def _vllm_advice(doc: dict[str, Any]) -> list[str]:
+    """What to change when not even one request fits, from the settings vLLM takes."""
+    if doc["max_concurrency"] >= 1:
+        return []
+    longest = format_tokens(doc["max_context_tokens"])
+    return [
+        f"to fit: --max-model-len {longest} or less, --kv-cache-dtype fp8, a higher"
+        " --gpu-memory-utilization, or more GPUs (-tp)"
     ]
 
 
@@ -200,9 +214,14 @@ def token_pool_view(p: TokenPoolPlan, doc: dict[str, Any]) -> list[RenderableTyp
         )
     engine = _PRINTED_NAME.get(p.result.engine, p.result.engine)
     return [
-        *engine_result_view(doc)[:2],
-        f"token pool: {p.kv_cache_tokens:,} tokens; {doc['max_concurrency']} requests of"
-        f" {p.max_model_len:,} tokens{detail}",
+        f"[bold]{doc['model']}[/bold] on {engine} {doc['engine_version']},"
+        f" {p.tensor_parallel_size * p.pipeline_parallel_size} x {doc['gpu']} (TP"
+        f" {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}): requests of"
+        f" {format_tokens(p.max_model_len)} tokens",
+        engine_result_view(doc)[1],
+        f"token pool: {p.kv_cache_tokens:,} tokens in {p.num_blocks:,} pages of"
+        f" {p.block_size}; {doc['max_concurrency']} requests of {p.max_model_len:,}"
+        f" tokens{detail}",
         f"what {engine} prints:",
         *(f"  {line}" for line in doc["log_lines"]),
         *(

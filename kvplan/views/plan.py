@@ -16,9 +16,10 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
-    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.engine_plans import TokenPoolPlan, Verdict, VllmPlan
     from kvplan.planner import LengthMix, Plan, StagePlan
     from kvplan.planner.cluster import Candidate, ClusterPlan
+    from kvplan.question import Question
     from kvplan.spec import ModelSpec
 
 
@@ -250,6 +251,44 @@ def plan_result_view(
         case _:
             view = plan_view(result)
     return [*resolution_line(spec), *view]
+
+
+def verdict_to_dict(v: Verdict) -> dict[str, Any]:
+    """The ``answer`` key of ``kvplan plan --format json``: the same for every engine."""
+    return {
+        "engine": v.engine,
+        "kind": v.kind,
+        "fits": v.fits,
+        "max_model_len": v.max_model_len,
+        "concurrency": v.concurrency,
+        "max_concurrency": v.max_concurrency,
+        "max_context_tokens": v.max_context_tokens,
+        "tensor_parallel_size": v.tensor_parallel_size,
+        "pipeline_parallel_size": v.pipeline_parallel_size,
+        "replicas": v.replicas,
+        "num_gpus": v.num_gpus,
+        "limit": v.limit or None,
+        "warnings": list(v.warnings),
+        "sentence": v.sentence(),
+    }
+
+
+def with_answer(doc: dict[str, Any], q: Question, v: Verdict) -> dict[str, Any]:
+    """An engine's JSON document with the question as asked and the verdict; its ``fits`` is
+    the verdict's (the question's answer, not only whether one request fits)."""
+    from kvplan.question import question_to_dict
+
+    return {**doc, "fits": v.fits, "question": question_to_dict(q), "answer": verdict_to_dict(v)}
+
+
+def verdict_lines(result: object, v: Verdict) -> list[str]:
+    """The verdict under an engine's view: its sentence (kvplan's own planner prints its own
+    message) and every warning."""
+    own = type(result).__name__ in ("Plan", "ClusterPlan")
+    sentence = (
+        [] if own else [("" if v.fits else "[red]") + v.sentence() + ("" if v.fits else "[/red]")]
+    )
+    return [*sentence, *(f"[yellow]warning:[/yellow] {w}" for w in v.warnings)]
 
 
 # --- the cluster search: ranked candidates with nodes, cost and speed ---------------------------
