@@ -101,14 +101,20 @@ _SEPARATORS = re.compile(r"[\s_-]+")
 _BACKEND_DEVICE = re.compile(r"\s*(?:cuda|rocm|hip|mtl|metal|vulkan|sycl)\d*\s*\((.+)\)\s*", re.I)
 
 
+#: The PCI database's spelling that rocm-smi and lspci print: the chip, then the product in
+#: square brackets (``Aldebaran/MI200 [Instinct MI250X/MI250]``); the product is looked up.
+_PCI_PRODUCT = re.compile(r"[^\[\]]*\[([^\[\]]+)\]\s*")
+
+
 def normalize_gpu_name(name: str) -> str:
     """The key a GPU name is looked up by: lower case, each run of spaces, dashes and
     underscores one dash, leading brand words dropped.
 
     ``"NVIDIA A100-SXM4-80GB"`` and ``"a100 sxm4 80gb"`` both give ``"a100-sxm4-80gb"``;
     ``"NVIDIA GeForce RTX 4090"`` gives ``"rtx-4090"``; llama.cpp's ``"MTL0 (Apple M5 Max)"``
-    gives ``"m5-max"``."""
-    device = _BACKEND_DEVICE.fullmatch(name)
+    gives ``"m5-max"``; the PCI database's ``"Aldebaran/MI200 [Instinct MI250X/MI250]"``
+    gives ``"mi250x/mi250"``."""
+    device = _BACKEND_DEVICE.fullmatch(name) or _PCI_PRODUCT.fullmatch(name)
     if device is not None:
         name = device.group(1)
     words = _SEPARATORS.sub(" ", name.strip().lower()).split()
@@ -131,8 +137,72 @@ def find_gpu(name: str) -> GPU:
     known = _catalog()[1]
     if key in known:
         return known[key]
+    matched = _match_words(key)
+    if len(matched) == 1:
+        return matched[0]
     close = closest(key, list(known), limit=6, cutoff=0.5)
-    raise UnknownGPUError(name, list(dict.fromkeys(known[c].name for c in close))[:3])
+    named = [g.name for g in matched] + [known[c].name for c in close]
+    raise UnknownGPUError(name, list(dict.fromkeys(named))[:3])
+
+
+#: Memory technologies a driver adds to a product name (``H100 80GB HBM3``, ``GH200 144G
+#: HBM3e``): they tell no two catalog GPUs apart, so a name reads the same without them.
+_MEMORY_KINDS = frozenset({"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7"})
+_SXM = re.compile(r"sxm\d*")  # SXM4 (A100), SXM5 (H100), SXM6 (B300): the socket, one word
+_SIZE = re.compile(r"(\d+)g(?:b)?")  # 80GB, 144G: memory sizes, one spelling
+
+
+def gpu_words(key: str) -> frozenset[str]:
+    """The words of a ``normalize_gpu_name`` key, in one spelling each, order dropped:
+    ``sxm4``/``sxm5`` read ``sxm``, ``144g`` reads ``144gb``, memory kinds (``hbm3``) and
+    punctuation are dropped. ``"a100-80gb-pcie"`` and ``"a100-pcie-80gb"`` give one set."""
+    words = set()
+    for raw in key.split("-"):
+        word = re.sub(r"[^a-z0-9.+/]", "", raw)
+        size = _SIZE.fullmatch(word)
+        if size is not None:
+            word = f"{size.group(1)}gb"
+        elif _SXM.fullmatch(word):
+            word = "sxm"
+        if word and word not in _MEMORY_KINDS:
+            words.add(word)
+    return frozenset(words)
+
+
+def _match_words(key: str) -> list[GPU]:
+    """The catalog GPUs a name reaches by its words, whatever their order and spelling: each
+    word of the name is a word of one of the GPU's names (its name, aliases, driver names,
+    display name), and the name holds every word of the GPU's catalog name that carries a
+    digit (the model, ``h100``; a memory size the name gives, ``40gb``).
+
+    ``NVIDIA A100 80GB PCIe`` reaches ``a100-pcie-80gb`` and nothing else; ``A100 PCIe``
+    reaches nothing (no size, two boards); ``H100 SXM5 80GB HBM3`` reaches ``h100-sxm``."""
+    words = gpu_words(key)
+    if not words:
+        return []
+    catalog = _catalog_words()
+    # One of a GPU's names in other words first: "H100 80G HBM3" is the alias h100-80gb,
+    # though the words of h100-pcie's "H100 PCIe 80GB" hold it too.
+    same = [g for g, labels, _, _ in catalog if words in labels]
+    if len(same) == 1:
+        return same
+    return [g for g, _, known, required in catalog if words <= known and required <= words]
+
+
+@cache
+def _catalog_words() -> tuple[
+    tuple[GPU, frozenset[frozenset[str]], frozenset[str], frozenset[str]], ...
+]:
+    """Each catalog GPU with the word sets of its names, all their words together, and the
+    words of its catalog name that carry a digit."""
+    out = []
+    for gpu in _catalog()[0]:
+        labels = frozenset(
+            gpu_words(normalize_gpu_name(label)) for label in (*_labels(gpu), gpu.display_name)
+        )
+        required = frozenset(w for w in gpu_words(gpu.name) if any(c.isdigit() for c in w))
+        out.append((gpu, labels, frozenset().union(*labels), required))
+    return tuple(out)
 
 
 def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:

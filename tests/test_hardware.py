@@ -18,6 +18,7 @@ from kvplan.hardware import (
     list_gpus,
     load_gpu_file,
     load_gpu_specs,
+    gpu_words,
     normalize_gpu_name,
 )
 from kvplan.units import GiB, format_bytes
@@ -60,14 +61,20 @@ CATALOG = [
     ("h100-pcie", 81_008, 2_000, 756_500, 1_513_000),  # 1513/2, 3026/2
     ("h100-nvl", 95_324, 3_900, 835_500, 1_670_500),  # 93.09 GiB x 1024 = 95324 MiB
     ("h200", 143_156, 4_800, 989_500, 1_979_000),
+    ("h200-nvl", 143_156, 4_800, 835_500, 1_670_500),  # smi 143771 as H200 SXM; 1671/2, 3341/2
     ("h20", 97_285, 4_000, 148_000, 296_000),
+    ("h800", 81_090, 3_350, 989_500, 1_979_000),  # smi 81559 as H100 SXM; H100's rates
+    ("gh200", 97_285, 4_000, 989_500, 1_979_000),  # smi 97871 as H20 (96GB HBM3)
     ("b200", 182_642, 8_000, 2_250_000, 4_500_000),  # 4.5 PF sparse / 2
     ("b300", 274_115, 8_000, 2_250_000, 4_500_000),  # 267.69 GiB x 1024 = 274114.6 -> 274115
     ("gb200", 188_733, 8_000, 2_500_000, 5_000_000),
     ("a100-40gb", 40_335, 1_555, 312_000, None),
     ("a100-80gb", 81_050, 2_039, 312_000, None),
+    ("a100-pcie-40gb", 40_326, 1_555, 312_000, None),
+    ("a100-pcie-80gb", 81_050, 1_935, 312_000, None),  # smi 81920 as A100 SXM4 80GB
     ("a10g", 22_587, 600, 70_000, None),
     ("a10", 22_587, 600, 125_000, None),  # 250/2
+    ("a40", 45_416, 696, 149_700, None),  # 14.5 Gb/s x 384 bit / 8 = 696 GB/s; 299.4/2
     ("l4", 22_559, 300, 121_000, 242_500),  # 242/2, 485/2
     ("l40s", 45_589, 864, 362_050, 733_000),
     ("l40", 45_589, 864, 181_050, 362_000),
@@ -75,13 +82,17 @@ CATALOG = [
     ("v100-32gb", 32_510, 900, 125_000, None),
     ("t4", 15_095, 320, 65_000, None),
     ("rtx-3090", 24_259, 936, 71_000, None),
+    ("rtx-4080", 16_375, 717, 97_500, 194_900),  # smi 16376 - 1 MiB; see the 716.8 GB/s below
     ("rtx-4090", 24_563, 1_008, 165_200, 330_300),
+    ("rtx-5080", 16_302, 960, 112_600, 225_100),  # 30 Gb/s x 256 bit / 8 = 960 GB/s
     ("rtx-5090", 32_606, 1_792, 209_500, 419_000),  # nvidia-smi 32607 - 1 MiB
+    ("rtx-a6000", 48_676, 768, 154_800, None),  # 16 Gb/s x 384 bit / 8 = 768 GB/s; 309.7/2
     ("rtx-6000-ada", 48_622, 960, 364_250, 728_500),
     ("rtx-pro-6000", 97_250, 1_792, 503_800, 1_007_600),
     ("mi300x", 196_592, 5_300, 1_307_400, 2_614_900),  # 192 GiB - 16 MiB = 196592 MiB
     ("mi325x", 262_128, 6_000, 1_307_400, 2_614_900),  # 256 GiB - 16 MiB
     ("mi355x", 294_896, 8_000, 2_516_600, 5_033_200),  # 288 GiB - 16 MiB
+    ("mi250x", 65_520, 1_638, 191_500, None),  # one GCD: 64 GiB - 16 MiB; 3276.8/2; 383/2
     ("m2-ultra-192gb", 147_456, 800, 27_200, None),  # 75% of 192 GiB = 144 GiB
     ("m3-max-128gb", 98_304, 400, 14_200, None),  # 96 GiB
     ("m4-max-128gb", 98_304, 546, 16_100, None),
@@ -132,7 +143,10 @@ def test_figures_equal_the_hand_table(
 ) -> None:
     gpu = find_gpu(name)
     assert gpu.memory_bytes == memory_mib * MiB
-    assert gpu.bandwidth_bytes_per_s == bandwidth_gb_s * GB
+    # two datasheet bandwidths are not whole GB/s: RTX 4080 22.4 Gb/s x 256 bit / 8 = 716.8,
+    # MI250X 3276.8 GB/s / 2 GCDs = 1638.4
+    fraction = {"rtx-4080": -Fraction(2, 10), "mi250x": Fraction(4, 10)}.get(name, 0)
+    assert gpu.bandwidth_bytes_per_s == (bandwidth_gb_s + fraction) * GB
     assert gpu.bf16_flops == bf16_gflops * GB
     assert gpu.fp8_flops == (None if fp8_gflops is None else fp8_gflops * GB)
 
@@ -198,6 +212,10 @@ def test_m5_ultra_memory_is_the_older_rule_as_a_lower_bound() -> None:
         ("l40s", 47_803_531_264),  # 45589 x 1048576
         ("mi300x", 206_141_652_992),  # 196592 x 1048576
         ("m3-max-128gb", 103_079_215_104),  # 96 x 2^30; llama.cpp "103079.22 MB"
+        ("rtx-a6000", 51_040_485_376),  # 48676 x 1048576
+        ("rtx-5080", 17_093_885_952),  # 16302 x 1048576
+        ("mi250x", 68_702_699_520),  # (65536 - 16) x 1048576
+        ("h800", 85_029_027_840),  # 81090 x 1048576, as h100-sxm
     ],
 )
 def test_memory_bytes_written_out(name: str, memory_bytes: int) -> None:
@@ -496,6 +514,44 @@ DRIVER_NAMES = [
     ("A100 80GB", "a100-80gb"),
     ("H100 80GB", "h100-sxm"),
     ("NVIDIA V100-SXM2-16GB", "v100-16gb"),
+    # the boards added with them, as public logs print them: nvidia-smi "NVIDIA A100 80GB PCIe,
+    # 81920 MiB", "NVIDIA RTX A6000, 49140 MiB", "NVIDIA A40, 46068 MiB", "NVIDIA H800, 81559
+    # MiB", "NVIDIA GH200 480GB, 97871 MiB", "NVIDIA H200 NVL, 143771 MiB", "NVIDIA GeForce RTX
+    # 4080, 16376 MiB"; torch's device name "NVIDIA A100-PCIE-40GB", "NVIDIA GeForce RTX 5080",
+    # "AMD Instinct MI250X"; HIP's "AMD Instinct MI250X/MI250"; the PCI database's
+    # "Aldebaran/MI200 [Instinct MI250X/MI250]"
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+    ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+    ("NVIDIA RTX A6000", "rtx-a6000"),
+    ("NVIDIA A40", "a40"),
+    ("NVIDIA H800", "h800"),
+    ("NVIDIA GH200 480GB", "gh200"),
+    ("NVIDIA H200 NVL", "h200-nvl"),
+    ("NVIDIA GeForce RTX 4080", "rtx-4080"),
+    ("NVIDIA GeForce RTX 5080", "rtx-5080"),
+    ("AMD Instinct MI250X", "mi250x"),
+    ("AMD Instinct MI250X/MI250", "mi250x"),
+    ("Aldebaran/MI200 [Instinct MI250X/MI250]", "mi250x"),
+    # the words in any order and spelling: PCIe/PCIE, SXM4/SXM5/SXM, 80GB/80G, dashes or
+    # spaces, a memory kind (HBM3, HBM3e, GDDR6) or none
+    ("NVIDIA A100 PCIe 80GB", "a100-pcie-80gb"),
+    ("A100-80GB-PCIE", "a100-pcie-80gb"),
+    ("a100_pcie_40gb", "a100-pcie-40gb"),
+    ("NVIDIA A100 40GB PCIe", "a100-pcie-40gb"),
+    ("NVIDIA A100 SXM 80GB", "a100-80gb"),
+    ("NVIDIA A100 80GB SXM4", "a100-80gb"),
+    ("NVIDIA H100 SXM5 80GB", "h100-sxm"),
+    ("NVIDIA H100 SXM5 80GB HBM3", "h100-sxm"),
+    ("NVIDIA H100 80G HBM3", "h100-sxm"),
+    ("NVIDIA H100 PCIe 80GB", "h100-pcie"),
+    ("NVIDIA H100 NVL 94GB", "h100-nvl"),
+    ("H200 NVL 141GB", "h200-nvl"),
+    ("NVIDIA H200 141GB HBM3e", "h200"),
+    ("NVIDIA GH200 96GB HBM3", "gh200"),
+    ("RTX A6000 48GB", "rtx-a6000"),
+    ("NVIDIA L40S 48GB GDDR6", "l40s"),
+    ("NVIDIA B300 SXM6 AC 288GB", "b300"),
+    ("Apple M4 Max 36GB", "m4-max-36gb"),
 ]
 
 
@@ -518,17 +574,34 @@ def test_normalize_gpu_name(printed: str, normalized: str) -> None:
     assert normalize_gpu_name(printed) == normalized
 
 
-# Boards the catalog lacks are refused, never read as a neighbour (an A100 PCIe has other
-# bandwidth than the SXM4 entry), with the nearest names.
+@pytest.mark.parametrize(
+    ("printed", "words"),
+    [
+        ("NVIDIA A100 80GB PCIe", {"a100", "80gb", "pcie"}),
+        ("NVIDIA A100-PCIE-80GB", {"a100", "80gb", "pcie"}),  # the same words, reordered
+        ("NVIDIA H100 80GB HBM3", {"h100", "80gb"}),  # the memory kind dropped
+        ("NVIDIA GH200 144G HBM3e", {"gh200", "144gb"}),  # 144G is 144GB
+        ("NVIDIA A100-SXM4-40GB", {"a100", "sxm", "40gb"}),  # SXM4, SXM5, SXM6: sxm
+        ("NVIDIA GB200 (one Blackwell GPU)", {"gb200", "one", "blackwell", "gpu"}),
+    ],
+)
+def test_gpu_words(printed: str, words: set[str]) -> None:
+    assert gpu_words(normalize_gpu_name(printed)) == words
+
+
+# Boards the catalog lacks are refused, never read as a neighbour (a GH200 144GB has other
+# memory than the 96GB entry, an H800 PCIe other bandwidth than the SXM one), and so is a name
+# two entries share the words of ("A100 PCIe": 40GB or 80GB?), with the nearest names.
 @pytest.mark.parametrize(
     ("printed", "suggested"),
     [
-        ("NVIDIA A100 80GB PCIe", "a100-80gb"),
-        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
-        ("NVIDIA H200 NVL", "h200"),
-        ("AMD Instinct MI250X", "mi300x"),
+        ("NVIDIA GH200 144G HBM3e", "gh200"),
+        ("NVIDIA H800 PCIe", "h800"),
+        ("NVIDIA A100 PCIe", "a100-pcie-80gb"),
+        ("NVIDIA A100 SXM4", "a100-80gb"),
+        ("NVIDIA RTX 6000", "rtx-6000-ada"),
         ("AMD Instinct MI210", "mi300x"),
-        ("NVIDIA RTX A6000", "rtx-6000-ada"),
+        ("Aldebaran/MI200 [Instinct MI210]", "mi300x"),
         ("NVIDIA GB300", "gb200"),
         ("Tesla V100S-PCIE-32GB", "v100-32gb"),
         ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),

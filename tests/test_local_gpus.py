@@ -142,12 +142,49 @@ def test_mixed_plans_for_the_smallest() -> None:
     )
 
 
-def test_a_board_outside_the_catalog_plans_with_its_memory_only() -> None:
+def test_an_rtx_a6000_plans_with_the_runtime_memory() -> None:
     found = describe("nvidia-smi", parse_nvidia_smi(recorded("nvidia-smi-1x-a6000.txt")))
+    assert found.gpu.name == "rtx-a6000"
+    # nvidia-smi 49140 MiB, torch total_memory 48676 MiB: 464 MiB kept, under the 2 GiB margin
+    assert found.gpu.memory_bytes == 48_676 * MiB
+    assert found.gpu.bandwidth_bytes_per_s == 768 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "runtime_mib"),
+    [
+        ("0, NVIDIA A100 80GB PCIe, 81920, 0, Disabled", "a100-pcie-80gb", 81_050),  # 870 kept
+        ("0, NVIDIA A100-PCIE-40GB, 40960, 0, Disabled", "a100-pcie-40gb", 40_326),  # 634 kept
+        ("0, NVIDIA H800, 81559, 0, Disabled", "h800", 81_090),  # 469 kept, as on an H100
+        ("0, NVIDIA GH200 480GB, 97871, 0, Disabled", "gh200", 97_285),  # 586, as on an H20
+        ("0, NVIDIA H200 NVL, 143771, 0, Disabled", "h200-nvl", 143_156),  # 615, as on an H200
+        ("0, NVIDIA A40, 46068, 0, [N/A]", "a40", 45_416),
+        ("0, NVIDIA GeForce RTX 4080, 16376, 0, [N/A]", "rtx-4080", 16_375),
+    ],
+)
+def test_boards_added_to_the_catalog_plan_as_their_entry(
+    line: str, name: str, runtime_mib: int
+) -> None:
+    found = describe("nvidia-smi", parse_nvidia_smi(line + "\n"))
+    assert (found.gpu.name, found.gpu.memory_bytes) == (name, runtime_mib * MiB)
+
+
+def test_a_board_outside_the_catalog_plans_with_its_memory_only() -> None:
+    # the 144GB HBM3e GH200 is not the 96GB entry: its printed memory alone is planned
+    found = describe(
+        "nvidia-smi", parse_nvidia_smi("0, NVIDIA GH200 144G HBM3e, 146831, 0, [N/A]\n")
+    )
     assert found.gpu.name == "local"
-    assert found.gpu.memory_bytes == 49_140 * MiB  # 51,527,024,640 B as printed
+    assert found.gpu.memory_bytes == 146_831 * MiB  # 153,963,462,656 B as printed
     assert found.gpu.bandwidth_bytes_per_s == 0
     assert "not in the catalog" in found.summary
+
+
+def test_mi250x_rocm_plans_one_gcd_each() -> None:
+    found = describe("rocm-smi", parse_rocm_smi(recorded("rocm-smi-2x-mi250x.txt")))
+    # each GCD is a device: rocm-smi 65520 MiB = torch (ROCm) total_memory 65520MB
+    assert (found.num_gpus, found.gpu.name) == (2, "mi250x")
+    assert found.gpu.memory_bytes == 65_520 * MiB
 
 
 def test_mi300x_rocm_plans_with_the_runtime_memory() -> None:
