@@ -206,23 +206,26 @@ def _catalog_words() -> tuple[
 
 
 def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:
-    """A device described by its memory alone, or a catalog GPU with its memory replaced.
+    """A device described by its memory alone (named by it: ``a 16.00 GiB device``), or a
+    catalog GPU with its memory replaced (``NVIDIA L4 24GB, 20.00 GiB given``).
 
     Raises UnitError unless ``memory_bytes`` is an integer of at least 1 byte."""
     from kvplan.arguments import as_int
+    from kvplan.units import format_bytes
 
     as_int(memory_bytes, "gpu memory", minimum=1)
+    shown = format_bytes(memory_bytes)  # binary units, labelled: 16GiB -> "16.00 GiB"
     if base is not None:
         return replace(
             base,
-            display_name=f"{base.display_name}, {memory_bytes:,} B given",
+            display_name=f"{base.display_name}, {shown} given",
             memory_bytes=memory_bytes,
             source="memory given on the command line",
             aliases=(),
         )
     return GPU(
         name="custom",
-        display_name=f"a device of {memory_bytes:,} B",
+        display_name=f"a {shown} device",
         vendor="unknown",
         memory_bytes=memory_bytes,
         bandwidth_bytes_per_s=0,

@@ -438,6 +438,22 @@ def test_unknown_gpu_suggests() -> None:
         find_gpu("h100-sxn")
 
 
+@pytest.mark.parametrize(
+    ("memory_bytes", "shown"),
+    [
+        (16 * GiB, "a 16.00 GiB device"),  # --gpu-memory 16GiB = 17,179,869,184 B
+        (24 * 10**9, "a 22.35 GiB device"),  # 24GB = 24e9 / 2^30 = 22.352 GiB
+        (512, "a 512 B device"),
+    ],
+)
+def test_a_custom_device_is_named_in_binary_units(memory_bytes: int, shown: str) -> None:
+    assert custom_gpu(memory_bytes).display_name == shown
+
+
+def test_a_catalog_gpu_with_memory_given_says_how_much() -> None:
+    assert custom_gpu(20 * GiB, find_gpu("l4")).display_name == "NVIDIA L4 24GB, 20.00 GiB given"
+
+
 def test_custom_gpu() -> None:
     assert custom_gpu(24 * GiB).memory_bytes == 24 * GiB
     based = custom_gpu(20 * GiB, find_gpu("l4"))
@@ -647,3 +663,14 @@ def test_local_is_reserved(tmp_path: Path) -> None:
     _write(tmp_path, "a.yaml", GOOD.replace("name: x1", "name: local"))
     with pytest.raises(SpecError, match="reserved for --gpu local"):
         load_gpu_specs(tmp_path)
+
+
+def test_plan_names_a_custom_device_by_its_memory() -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    result = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--gpu-memory", "16GiB", "-c", "8K"])
+    assert result.exit_code == 0, result.output
+    assert "on 1 x a 16.00 GiB device" in result.output
+    assert "17,179,869,184" not in result.output  # 16 x 2^30, no longer shown as the name
