@@ -15,10 +15,10 @@ from kvplan.hardware import (
     custom_gpu,
     find_gpu,
     gpu_specs_dir,
+    gpu_words,
     list_gpus,
     load_gpu_file,
     load_gpu_specs,
-    gpu_words,
     normalize_gpu_name,
 )
 from kvplan.units import GiB, format_bytes
@@ -670,7 +670,7 @@ def test_plan_names_a_custom_device_by_its_memory() -> None:
 
     from kvplan.cli import app
 
-    result = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--gpu-memory", "16GiB", "-c", "8K"])
+    result = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--gpu-memory", "24GiB", "-c", "8K"])
     assert result.exit_code == 0, result.output
-    assert "on 1 x a 16.00 GiB device" in result.output
-    assert "17,179,869,184" not in result.output  # 16 x 2^30, no longer shown as the name
+    assert "on 1 x a 24.00 GiB device" in result.output
+    assert "25,769,803,776" not in result.output  # 24 x 2^30, no longer shown as the name
