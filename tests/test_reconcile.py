@@ -43,6 +43,11 @@ def test_every_rule_reproduces(log: str, engine: str, model: str, given: str | N
     rules = [row for row in result.rows if row.reproduced is not None]
     assert rules, "a log with printed figures yields at least one rule"
     assert result.reproduced, [r for r in rules if not r.reproduced]
+    assert result.status == "reproduced"
+    assert {row.status for row in rules} == {"reproduced"}
+    # the only printed figures left unchecked are llama.cpp's per-device KV buffers
+    unread = [row for row in result.rows if row.status == "not read"]
+    assert all(row.component == "KV buffer" and row.not_read for row in unread), unread
 
 
 def test_vllm_rows_recover_settings_and_figures() -> None:
@@ -88,9 +93,22 @@ def test_cli_reconcile_json_and_exit_codes(tmp_path: Path) -> None:
     doc = json.loads(ok.stdout)
     assert doc["schema_version"] == 1
     assert doc["reproduced"] is True
+    assert doc["status"] == "reproduced"
+    assert doc["checked_nothing"] is None
+    assert (doc["num_checked"], doc["num_differ"], doc["num_not_read"]) == (3, 0, 0)
+    # the kept keys of every row, and the added ones
+    for row in doc["rows"]:
+        assert set(row) >= {"component", "printed", "kvplan", "residual", "reproduced"}
+        assert row["status"] in ("reproduced", "estimate")
+        assert (row["reason"], row["difference"]) == (None, None)
     flagged = runner.invoke(app, ["reconcile", str(LOGS / "vllm-0.19-llama-3.1-8b-pp2.log")])
     assert flagged.exit_code == 1
-    assert "NOT reproduced" in flagged.stdout
+    assert "differs" in flagged.stdout
+    # the printing worker holds 16 of the 32 layers: a block is 16 x 65,536 B = 1 MiB, so
+    # 66.54 GiB allows 66.535 x 1,024 = 68,131.8 -> 68,131 to 66.545 x 1,024 = 68,142.1 ->
+    # 68,142 blocks; printed 67,207 is 924 below 68,131: -924 / 68,131 = -1.36%
+    assert "outside: -924 blocks (-1.36%)" in flagged.stdout
+    assert "1 printed figure differs (3 printed figures checked)" in flagged.stdout
     missing = runner.invoke(app, ["reconcile", str(tmp_path / "nope.log")])
     assert missing.exit_code == 2
     assert "cannot read" in missing.stderr
@@ -133,6 +151,12 @@ def test_cli_reconcile_json_and_exit_codes(tmp_path: Path) -> None:
             "GPU KV cache size ',,,' in the log",
         ),
         (
+            "vllm-0.19-llama-3.1-8b-tp1.log",
+            "per request: 58.11x",
+            "per request: 5.8.11x",
+            "maximum concurrency '5.8.11' in the log: not a figure",
+        ),
+        (
             "sglang-qwen3-235b-fp8-tp4.log",
             "--tp 4",
             "--tp 99999",
@@ -151,6 +175,7 @@ def test_cli_reconcile_json_and_exit_codes(tmp_path: Path) -> None:
         "tp-0",
         "len-5000-digits",
         "tokens-commas",
+        "concurrency-two-points",
         "sglang-tp",
         "n-ctx-0",
     ],
@@ -296,3 +321,195 @@ def test_mla_log_identified_from_cache_size_and_folder() -> None:
     spec = identify_model(read("ikllamacpp-deepseek-r1.log"), "log")
     assert spec.name == "deepseek-r1"
     assert 61 * 576 * 34 * 65_536 // 32 == 2_446_589_952
+
+
+# --- each printed figure: reproduced, differs (by how much), not read; checked nothing ----------
+
+
+def info_032_log() -> str:
+    """The Llama 3.1 8B H100 run as vLLM 0.32 logs it at INFO level: no DEBUG line (so no
+    'Free memory on device' and no num_gpu_blocks), and the size and the concurrency on one
+    line, as 0.32 prints them. Under 0.32's rules its figures agree with its pool (below)."""
+    lines = [
+        line.replace("(v0.19.0)", "(v0.32.0)")
+        for line in read("vllm-0.19-llama-3.1-8b-tp1.log").splitlines()
+        if " DEBUG " not in line
+    ]
+    text = "\n".join(lines) + "\n"
+    return text.replace(
+        "GPU KV cache size: 476,016 tokens\n", "GPU KV cache size: 476,016 tokens, "
+    ).replace("(EngineCore pid=242) INFO 04-22 00:04:20 [v1/core/kv_cache_utils.py:1324] ", "")
+
+
+def test_info_level_032_log_is_checked_from_its_printed_pool() -> None:
+    text = info_032_log()
+    assert ("num_gpu_blocks" in text, "Free memory" in text) == (False, False)
+    assert "476,016 tokens, Maximum concurrency for 8,192 tokens per request: 58.11x" in text
+    result = reconcile(text)
+    assert result.engine_version == "0.32.0"
+    # 58.11 GiB printed to two decimals: 58.105 to 58.115 GiB. A block holds 16 tokens of 32
+    # layers x 8 heads x 128 x 2 (K, V) x 2 B = 2 MiB, so 58.105 x 512 = 29,749.76 -> 29,749 to
+    # 58.115 x 512 = 29,754.88 -> 29,754 blocks. A request of 8,192 tokens needs 512 blocks:
+    # tokens = blocks x 8,192 // 512 = 16 x blocks, 475,984 to 476,064; 476,016 = 16 x 29,751,
+    # and 29,751 / 512 = 58.107 -> 58.11x
+    rows = {row.component: row for row in result.rows}
+    assert rows["GPU KV cache size (tokens)"].status == "reproduced"
+    assert rows["GPU KV cache size (tokens)"].kvplan == "476,016"
+    assert rows["maximum concurrency"].status == "reproduced"
+    assert (result.status, result.num_checked) == ("reproduced", 2)
+    assert any("pass --gpu NAME" in note for note in result.notes)  # no end-to-end estimate
+    assert "num_gpu_blocks (end to end)" not in rows
+    # with the GPU named, the estimates come back; the end-to-end row sets kvplan's blocks
+    # beside the 29,751 the printed figures pin
+    with_gpu = {row.component: row for row in reconcile(text, gpu="h100").rows}
+    assert with_gpu["num_gpu_blocks (end to end)"].printed == "29,751"
+    assert with_gpu["weights"].status == "estimate"
+
+
+def _invoke(tmp_path: Path, text: str, *args: str) -> tuple[int, str, str]:
+    path = tmp_path / "engine.log"
+    path.write_text(text, encoding="utf-8")
+    out = CliRunner().invoke(app, ["reconcile", str(path), *args])
+    return out.exit_code, out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "component", "shown", "amount", "percent"),
+    [
+        # nearest the pool prints: 29,754 x 16 = 476,064; 480,000 - 476,064 = 3,936 tokens,
+        # 3,936 / 476,064 = 0.8268%
+        (
+            "476,016 tokens",
+            "480,000 tokens",
+            "GPU KV cache size (tokens)",
+            "+3,936 tokens (+0.83%)",
+            3936,
+            0.8268,
+        ),
+        # the printed tokens pin 29,751 blocks: 29,751 / 512 = 58.11x; 60.00 - 58.11 = 1.89x,
+        # 1.89 / 58.11 = 3.25245%
+        ("58.11x", "60.00x", "maximum concurrency", "+1.89x (+3.25%)", 1.89, 3.2525),
+        # 58.10x alone fits the pool (29,749 / 512 = 58.104), not with 476,016 tokens (29,751
+        # blocks, 58.11x): -0.01 / 58.11 = -0.0172%
+        ("58.11x", "58.10x", "maximum concurrency", "-0.01x (-0.02%)", -0.01, -0.0172),
+    ],
+    ids=["tokens-480000", "concurrency-60.00", "concurrency-58.10-not-with-the-tokens"],
+)
+def test_edited_032_figure_differs(
+    tmp_path: Path,
+    old: str,
+    new: str,
+    component: str,
+    shown: str,
+    amount: float,
+    percent: float,
+) -> None:
+    text = info_032_log()
+    assert old in text
+    code, stdout, _ = _invoke(tmp_path, text.replace(old, new), "-f", "json")
+    assert code == 1
+    doc = json.loads(stdout)
+    assert (doc["status"], doc["reproduced"]) == ("differs", False)
+    assert (doc["num_checked"], doc["num_differ"]) == (2, 1)
+    row = next(r for r in doc["rows"] if r["component"] == component)
+    assert (row["status"], row["reproduced"], row["residual"]) == ("differs", False, shown)
+    unit = "tokens" if "tokens" in component else "x"
+    assert row["difference"] == {"amount": amount, "unit": unit, "percent": percent}
+    code, stdout, _ = _invoke(tmp_path, text.replace(old, new))
+    assert code == 1
+    assert shown in stdout
+    assert "1 printed figure differs (2 printed figures checked)" in stdout
+
+
+def test_edited_kept_032_log_differs(tmp_path: Path) -> None:
+    # the CPU build's pool, given as 1 GiB: 68 blocks, 19 a request; 68 x 8,192 // 19 =
+    # 557,056 // 19 = 29,318 tokens; printed 30,000: +682 tokens, 682 / 29,318 = +2.33%
+    text = read("vllm-0.32-qwen3-next-80b-a3b.log").replace("29,318 tokens", "30,000 tokens")
+    code, stdout, _ = _invoke(tmp_path, text, "-m", "qwen3-next-80b-a3b")
+    assert code == 1
+    assert "+682 tokens (+2.33%)" in stdout
+
+
+def test_llamacpp_and_sglang_edited_lines_differ_by_their_figure(tmp_path: Path) -> None:
+    # 2049.00 - 2048.00 = +1.00 MiB, 1 / 2,048 = +0.05%
+    text = read("llamacpp-b5781-llama-3.1-8b.log").replace("size = 2048.00", "size = 2049.00")
+    code, stdout, _ = _invoke(tmp_path, text, "-m", "llama-3.1-8b")
+    assert code == 1
+    assert "+1.00 MiB (+0.05%)" in stdout
+    # 8.50 - 8.23 = +0.27 GB, 0.27 / 8.23 = +3.28%
+    text = read("sglang-qwen3-235b-fp8-tp4.log").replace("K size: 8.23", "K size: 8.50")
+    code, stdout, _ = _invoke(tmp_path, text, "-m", "qwen3-235b-a22b")
+    assert code == 1
+    assert "+0.27 GB (+3.28%)" in stdout
+
+
+def test_log_with_no_figure_checks_nothing(tmp_path: Path) -> None:
+    # the engine's configuration and nothing after it: a start-up cut before the cache
+    text = "".join(read("vllm-0.19-llama-3.1-8b-tp1.log").splitlines(keepends=True)[:2])
+    result = reconcile(text, gpu="h100")
+    assert (result.status, result.num_checked, result.reproduced) == ("checked nothing", 0, False)
+    assert result.checked_nothing.startswith("the log prints none of the figures")
+    code, stdout, stderr = _invoke(tmp_path, text, "-g", "h100")
+    assert code == 2
+    assert "checked nothing: the log prints none of the figures" in stdout
+    assert "kvplan: checked nothing: the log prints none of the figures" in stderr
+    code, stdout, _ = _invoke(tmp_path, text, "-f", "json")
+    assert code == 2
+    doc = json.loads(stdout)
+    assert (doc["status"], doc["num_checked"]) == ("checked nothing", 0)
+    assert doc["checked_nothing"].startswith("the log prints none")
+
+
+def test_figures_without_a_pool_are_not_read(tmp_path: Path) -> None:
+    # vLLM 0.32's figure line with nothing to derive the blocks from: no available memory,
+    # no kv_cache_memory_bytes, no num_gpu_blocks
+    text = (
+        "INFO vLLM API server version 0.32.0\n"
+        "INFO non-default args: {'max_model_len': 8192}\n"
+        "INFO GPU KV cache size: 12,383 tokens, Maximum concurrency for 8,192 tokens per"
+        " request: 1.51x\n"
+    )
+    result = reconcile(text, model="gemma-2-9b")
+    assert [(row.component, row.status) for row in result.rows] == [
+        ("GPU KV cache size (tokens)", "not read"),
+        ("maximum concurrency", "not read"),
+    ]
+    assert all("prints no pool" in row.not_read for row in result.rows)
+    assert result.status == "checked nothing"
+    code, stdout, stderr = _invoke(tmp_path, text, "-m", "gemma-2-9b", "-f", "json")
+    assert code == 2
+    doc = json.loads(stdout)
+    assert [r["status"] for r in doc["rows"]] == ["not read", "not read"]
+    assert "prints no pool" in doc["rows"][0]["reason"]
+    assert "checked nothing: 2 printed figures not read" in stderr
+
+
+def test_pipeline_log_without_blocks_reads_no_tokens() -> None:
+    # with pipeline parallelism the first worker prints its memory, the minimum over stages
+    # sets the blocks: without the DEBUG num_gpu_blocks line the tokens cannot be checked
+    text = read("vllm-0.19-llama-3.1-8b-pp2.log")
+    text = "".join(line for line in text.splitlines(keepends=True) if "num_gpu_blocks" not in line)
+    rows = {row.component: row for row in reconcile(text).rows}
+    assert rows["GPU KV cache size (tokens)"].status == "not read"
+    assert "pipeline parallelism" in rows["GPU KV cache size (tokens)"].not_read
+    assert rows["maximum concurrency"].status == "not read"
+
+
+def test_recognised_lines_not_read_beside_checked_ones() -> None:
+    # llama.cpp's per-device KV buffer: not checked (the size line is), the log still passes
+    result = reconcile(read("llamacpp-b5781-llama-3.1-8b.log"), model="llama-3.1-8b")
+    buffer = next(row for row in result.rows if row.component == "KV buffer")
+    assert buffer.status == "not read"
+    assert "size line" in buffer.not_read
+    assert buffer.printed == "Vulkan0 KV buffer size =  2048.00 MiB"
+    assert (result.status, result.num_not_read) == ("reproduced", 1)
+    # an SGLang pool line in a form kvplan does not read, beside one it does
+    text = read("sglang-qwen3-235b-fp8-tp4.log") + "KV Cache is allocated. #pages: 12\n"
+    result = reconcile(text, model="qwen3-235b-a22b")
+    assert [row.status for row in result.rows] == ["reproduced", "not read"]
+    assert "kvplan reads '#tokens: N" in result.rows[1].not_read
+    # a second engine's differing figure (data parallel): the first is checked
+    text = info_032_log() + "INFO GPU KV cache size: 100 tokens\n"
+    rows = [row for row in reconcile(text).rows if row.component == "GPU KV cache size (tokens)"]
+    assert [row.status for row in rows] == ["reproduced", "not read"]
+    assert "further engine" in rows[1].not_read

@@ -49,8 +49,12 @@ def reconcile(
 ) -> None:
     """Recompute an engine's printed KV-cache figures from its own log, component by component.
 
-    Exits 1 when a rule did not reproduce (blocks, tokens, concurrency, cells, MiB lines).
+    Each printed figure kvplan recomputes (blocks, tokens, concurrency, cells, MiB lines) is
+    reproduced, differs (by how much), or not read (with the reason). Exits 0 when every
+    checked figure reproduces, 1 when one differs, 2 when nothing was checked ("checked
+    nothing: ..." on stderr) or the log cannot be read.
     """
+    from kvplan.cli.common import ExitCode
     from kvplan.logs import read_log
     from kvplan.logs import reconcile as run_reconcile
     from kvplan.views import engines as views
@@ -59,6 +63,9 @@ def reconcile(
         result = run_reconcile(read_log(logfile), model=model, gpu=gpu, path=logfile)
         doc = views.reconciliation_to_dict(result)
         emit(output, lambda: doc, lambda: views.reconciliation_view(doc))
+        if result.status == "checked nothing":
+            typer.echo(f"kvplan: checked nothing: {result.checked_nothing}", err=True)
+            raise typer.Exit(int(ExitCode.USAGE))
         check_failed_unless(result.reproduced)
 
     guard(run)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kvplan.engines.llamacpp_plan import LlamaCppPlan
     from kvplan.engines.vllm import VllmResult
     from kvplan.flags import EngineFlags
-    from kvplan.logs import Reconciliation
+    from kvplan.logs import Difference, Reconciliation
     from kvplan.spec import ModelSpec
 
 #: how each token-pool engine is named in "what ... prints"
@@ -241,6 +241,11 @@ def reconciliation_to_dict(r: Reconciliation) -> dict[str, Any]:
         "model": r.model,
         "settings": r.settings,
         "reproduced": r.reproduced,
+        "status": r.status,
+        "checked_nothing": r.checked_nothing or None,
+        "num_checked": r.num_checked,
+        "num_differ": r.num_differ,
+        "num_not_read": r.num_not_read,
         "rows": [
             {
                 "component": row.component,
@@ -248,6 +253,9 @@ def reconciliation_to_dict(r: Reconciliation) -> dict[str, Any]:
                 "kvplan": row.kvplan,
                 "residual": row.residual,
                 "reproduced": row.reproduced,
+                "status": row.status,
+                "reason": row.not_read or None,
+                "difference": _difference_to_dict(row.difference),
             }
             for row in r.rows
         ],
@@ -255,21 +263,49 @@ def reconciliation_to_dict(r: Reconciliation) -> dict[str, Any]:
     }
 
 
+def _difference_to_dict(d: Difference | None) -> dict[str, Any] | None:
+    """A differing figure's ``amount`` (printed - kvplan: an integer for tokens, blocks and
+    cells, else two decimals), its ``unit`` and ``percent`` of kvplan's value."""
+    if d is None:
+        return None
+    amount: int | float = int(d.amount) if d.amount.denominator == 1 else round(float(d.amount), 2)
+    percent = None if d.percent is None else round(float(d.percent), 4)
+    return {"amount": amount, "unit": d.unit, "percent": percent}
+
+
 def reconciliation_view(doc: dict[str, Any]) -> list[RenderableType]:
     """The ``kvplan reconcile`` table: each figure as printed, as recomputed, and the verdict."""
-    verdicts = {True: "reproduced", False: "[red]NOT reproduced[/red]", None: "estimate"}
+    shown = {
+        "reproduced": "reproduced",
+        "differs": "[red]differs[/red]",
+        "not read": "[yellow]not read[/yellow]",
+        "estimate": "estimate",
+    }
     rows = [
-        (r["component"], r["printed"], r["kvplan"], r["residual"], verdicts[r["reproduced"]])
+        (r["component"], r["printed"], r["kvplan"], r["residual"], shown[r["status"]])
         for r in doc["rows"]
     ]
-    names = ("component", "printed", "kvplan", "residual", "rule")
+    names = ("component", "printed", "kvplan", "residual", "status")
     columns: list[Column] = [(name, "left") for name in names]
     settings = ", ".join(f"{k}={v}" for k, v in doc["settings"].items() if v is not None)
+    checked, unread = doc["num_checked"], doc["num_not_read"]
+    counts = f"{checked} printed figure{'s' if checked != 1 else ''} checked" + (
+        f", {unread} not read" if unread else ""
+    )
+    match doc["status"]:
+        case "checked nothing":
+            verdict = f"[red]checked nothing: {doc['checked_nothing']}[/red]"
+        case "differs":
+            differ = doc["num_differ"]
+            verdict = f"[red]{differ} printed figure{' differs' if differ == 1 else 's differ'}"
+            verdict += f" ({counts})[/red]"
+        case _:
+            verdict = f"every checked figure reproduced ({counts})"
     return [
         f"[bold]{doc['engine']} {doc['engine_version']}[/bold], model {doc['model']}: {settings}",
         table(columns, rows, overflow="fold"),
         *doc["notes"],
-        "every rule reproduced" if doc["reproduced"] else "[red]some rules did not reproduce[/red]",
+        verdict,
     ]
 
 
