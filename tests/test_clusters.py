@@ -301,3 +301,140 @@ def test_disaggregate_option_lists_the_prefill_pool() -> None:
     assert (pd["billed_gpus"], pd["num_nodes"]) == (16, 2)
     assert pd["prefill_pool"]["prompts_in_flight"] == 1
     assert pd["prefill_pool"]["prompt_tokens"] == 8192
+
+
+# -- what a replica holds, per replica and per DP rank ----------------------------------------
+
+
+def test_dp_rank_free_memory_is_after_its_share_of_the_requests() -> None:
+    # DeepSeek V3 at 128K for 64 on H200: DP attention over 16 ranks (one GPU each); a rank
+    # holds ceil(64 / 16) = 4 requests, not the whole pool and not one.
+    # MLA: 61 layers x (512 + 64) x 2 B x 131,072 tokens = 9,210,691,584 B a request (8.58 GiB)
+    found = plan_cluster("deepseek-v3", "h200", max_model_len="128K", concurrency=64)
+    best = found.best
+    assert best is not None
+    p = best.plan
+    assert (p.expert_parallel_size, p.replicas, p.concurrency) == (16, 16, 64)
+    assert best.requests_per_replica == 4
+    request = 61 * 576 * 2 * 131_072
+    assert p.request_bytes == request == 9_210_691_584
+    assert p.free_memory_bytes == (
+        p.usable_memory_bytes - p.weights_bytes - p.overhead_bytes - 4 * request
+    )
+    assert p.free_memory_bytes < p.kv_cache_memory_bytes - request  # not the pool less one
+
+
+def test_replica_free_memory_is_after_the_requests_asked() -> None:
+    # Llama 3.1 8B at 32K for 64 on H100, no -tp: TP 8, one replica holding 64; a request is
+    # 32 layers x 2 (K, V) x 8 KV heads / 8 ranks x 128 x 2 B x 32,768 = 536,870,912 B a GPU
+    found = plan_cluster("llama-3.1-8b", "h100", max_model_len="32K", concurrency=64, top=10)
+    best = found.best
+    assert best is not None
+    p = best.plan
+    assert (p.tensor_parallel_size, p.replicas, best.requests_per_replica) == (8, 1, 64)
+    request = 32 * 2 * 1 * 128 * 2 * 32_768
+    assert p.request_bytes == request == 536_870_912
+    assert p.free_memory_bytes == (
+        p.usable_memory_bytes - p.weights_bytes - p.overhead_bytes - 64 * request
+    )
+    for c in found.candidates:  # each replica holds its share: ceil(64 / replicas), at most max
+        share = min(-(-64 // c.plan.replicas), c.plan.max_concurrency or 0)
+        assert c.requests_per_replica == share, c.shape
+
+
+def test_cluster_view_labels_figures_per_dp_rank() -> None:
+    result = CliRunner().invoke(
+        app, ["plan", "deepseek-v3", "--gpu", "h200", "-c", "128K", "-n", "64"]
+    )
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "max concurrency per DP rank 7" in out
+    assert "requests per DP rank 4 of the 64 asked, over 16 DP ranks" in out
+    assert "held in all 112 (16 x 7)" in out
+    assert "the pool less the 4 requests of 131,072 tokens one DP rank holds" in out
+
+
+def test_cluster_json_gives_per_replica_keys() -> None:
+    result = CliRunner().invoke(
+        app,
+        ["plan", "deepseek-v3", "--gpu", "h200", "-c", "128K", "-n", "64", "--format", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    cluster = doc["cluster"]
+    assert (cluster["replica_kind"], cluster["requests_per_replica"]) == ("dp_rank", 4)
+    assert cluster["available_memory_bytes_per_gpu"] == doc["available_memory_bytes"]
+    assert doc["left_out"] == []
+
+
+# -- the cost objective and GPUs without a price ------------------------------------------------
+
+
+def test_cost_leaves_out_unpriced_systems_and_says_so() -> None:
+    found = plan_cluster(
+        "llama-3.1-8b", "h100,rtx-a6000", max_model_len="32K", concurrency=64, objective="cost"
+    )
+    assert [(o.system, o.gpu) for o in found.left_out] == [("rtx-a6000-x8", "rtx-a6000")]
+    assert "no list price for rtx-a6000" in found.left_out[0].reason
+    assert found.candidates
+    assert all(c.price is not None for c in found.candidates)
+    # under another objective the unpriced system is ranked, and nothing is left out
+    assert not plan_cluster(
+        "llama-3.1-8b", "h100,rtx-a6000", max_model_len="32K", concurrency=64
+    ).left_out
+
+
+def test_cost_table_and_json_name_what_was_left_out() -> None:
+    args = ["plan", "llama-3.1-8b", "-c", "32K", "-n", "64", "--gpu", "h100,rtx-a6000"]
+    shown = CliRunner().invoke(app, [*args, "--objective", "cost"])
+    assert shown.exit_code == 0, shown.output
+    out = " ".join(shown.output.split())
+    assert "left out of the ranking by cost: rtx-a6000-x8 (no list price for rtx-a6000;" in out
+    doc = json.loads(
+        CliRunner().invoke(app, [*args, "--objective", "cost", "--format", "json"]).stdout
+    )
+    assert doc["left_out"] == [
+        {
+            "system": "rtx-a6000-x8",
+            "gpu": "rtx-a6000",
+            "reason": "no list price for rtx-a6000; --price rtx-a6000=DOLLARS ranks it",
+        }
+    ]
+    assert doc["objective"] == "cost"
+    assert doc["candidates"]
+
+
+def test_cost_with_no_price_at_all_is_refused_in_one_line() -> None:
+    with pytest.raises(UnitError, match=r"--price GPU=DOLLARS: --price rtx-a6000=DOLLARS"):
+        plan_cluster(
+            "llama-3.1-8b", "rtx-a6000", max_model_len="8K", concurrency=1, objective="cost"
+        )
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "llama-3.1-8b",
+            "-c",
+            "8K",
+            "-n",
+            "1",
+            "--gpu",
+            "rtx-a6000,a40",
+            "--objective",
+            "cost",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.stderr.strip().count("\n") == 0
+    assert "--price rtx-a6000=DOLLARS --price a40=DOLLARS" in result.stderr
+
+
+def test_the_brief_cost_question_ranks_all_four() -> None:
+    # H100, H200, B200 and MI300X each have a list price now: none is left out
+    found = plan_cluster(
+        "llama-3.1-8b", "h100,h200,b200,mi300x", max_model_len="32K", concurrency=64,
+        objective="cost", top=10,
+    )  # fmt: skip
+    assert not found.left_out
+    assert {c.system.gpu.name for c in found.candidates} >= {"mi300x", "h100-sxm"}

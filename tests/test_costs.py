@@ -38,7 +38,47 @@ def test_lowest_list_price_is_the_default() -> None:
     assert chosen is not None
     assert chosen.usd_per_gpu_hour == min(p.usd_per_gpu_hour for p in listed)
     assert "not live" in chosen.describe()
-    assert price_for(find_gpu("mi300x")) is None  # no list price: cost goes unanswered
+    assert price_for(find_gpu("rtx-a6000")) is None  # no list price: cost goes unanswered
+
+
+# The commonly rented accelerators each have a dated list price, and the cheapest is the one
+# planned: MI300X at TensorWave $1.50 below Vultr $1.85 (both as quoted on 2026-05-18).
+PRICED = {
+    "h100-sxm": Fraction("3.78"),  # Lambda 1x H100 SXM, below Modal 3.9492 and AWS 98.32/8
+    "h100-pcie": Fraction("2.86"),
+    "h200": Fraction("4.54"),
+    "b200": Fraction("6.03"),
+    "mi300x": Fraction("1.50"),
+    "a100-80gb": Fraction("2.4984"),  # Modal, billed per second: 2.4984 / 3,600 = $0.000694 a s
+    "a100-40gb": Fraction("1.48"),
+    "a10": Fraction("0.86"),
+    "a10g": Fraction("1.006"),  # g5.xlarge holds one A10G: $1.006 / 1
+    "l40s": Fraction("1.9512"),
+    "l4": Fraction("0.7992"),
+    "t4": Fraction("0.5904"),
+}
+
+
+@pytest.mark.parametrize(("gpu", "usd"), PRICED.items(), ids=list(PRICED))
+def test_commonly_rented_gpus_have_a_dated_list_price(gpu: str, usd: Fraction) -> None:
+    chosen = price_for(find_gpu(gpu))
+    assert chosen is not None
+    assert chosen.usd_per_gpu_hour == usd
+    assert "2026-01-01" <= chosen.as_of <= "2026-12-01"
+    assert chosen.source.startswith("https://")
+    assert chosen.provider
+    assert chosen.offer
+
+
+def test_every_bundled_price_names_a_catalog_gpu_and_its_quote() -> None:
+    for p in list_prices():
+        assert find_gpu(p.gpu).name == p.gpu
+        assert "as quoted" in p.offer or "as verified" in p.offer or "dated" in p.offer, p
+
+
+def test_modal_a100_price_is_a_whole_per_second_rate() -> None:
+    # billed per second: $2.4984 an hour is $0.000694 a second, exactly
+    assert Fraction("0.000694") * 3600 == Fraction("2.4984")
 
 
 def test_dollars_per_million_tokens() -> None:

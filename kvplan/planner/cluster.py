@@ -20,7 +20,12 @@ The shapes searched, on a system of ``g`` GPUs a node (``kvplan.systems``):
 
 Where the system rents by node, the answer fills its nodes: the GPUs paid for serve replicas.
 Each candidate is a ``Plan`` of one replica solved exactly (``solve``): it holds its requests
-and one more does not.
+and one more does not. Its ``concurrency`` is the ``n`` asked, so what a replica's pool has
+left (``Plan.free_memory_bytes``) is after its share, ``ceil(n / replicas)`` requests: DeepSeek
+V3 at 128K for 64 on 16 H200 DP ranks holds 4 a rank, not the 1 of ``max_concurrency / ranks``.
+
+Under ``objective="cost"`` a system whose GPU has no price cannot be ranked: it is left out
+(``ClusterPlan.left_out`` says which and why), and when no GPU has a price the search refuses.
 """
 
 from __future__ import annotations
@@ -80,6 +85,14 @@ class Candidate:
         return (self.plan.max_concurrency or 0) * self.plan.replicas
 
     @property
+    def requests_per_replica(self) -> int:
+        """Requests of the planned length each replica (each DP rank) holds for the
+        ``concurrency`` asked: ``ceil(n / replicas)``, at most what one holds."""
+        p = self.plan
+        n = p.concurrency if p.concurrency is not None else self.held_requests
+        return min(-(-n // p.replicas), p.max_concurrency or 0)
+
+    @property
     def usd_per_hour(self) -> Fraction | None:
         return None if self.price is None else self.price.usd_per_gpu_hour * self.billed_gpus
 
@@ -97,6 +110,15 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A system the search did not rank, and why (``no list price for mi300x``)."""
+
+    system: str
+    gpu: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterPlan:
     """The ranked candidates of a search; the first is the answer (``fits`` when any holds)."""
 
@@ -106,6 +128,7 @@ class ClusterPlan:
     objective: str
     candidates: tuple[Candidate, ...]
     message: str
+    left_out: tuple[LeftOut, ...] = ()  # systems not ranked (cost: no price for their GPU)
 
     @property
     def fits(self) -> bool:
@@ -137,6 +160,7 @@ def search_cluster(
         raise UnitError(f"objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if disaggregate is not None and not 1 <= disaggregate <= length:
         raise UnitError(f"disaggregate: a prompt of 1 to {length:,} tokens, not {disaggregate}")
+    systems, left_out = _priced(systems, prices) if objective == "cost" else (list(systems), [])
     found: list[Candidate] = []
     split: list[Candidate] = []
     for system in systems:
@@ -169,7 +193,33 @@ def search_cluster(
             f"{'s' if b.num_nodes > 1 else ''} of {b.system.name}: {b.shape}, holding"
             f" {b.held_requests} requests of {format_tokens(length)} tokens (>= {n})"
         )
-    return ClusterPlan(d.spec.name, length, n, objective, tuple(shown), message)
+    return ClusterPlan(d.spec.name, length, n, objective, tuple(shown), message, tuple(left_out))
+
+
+def _priced(
+    systems: Sequence[System], prices: Sequence[Price]
+) -> tuple[list[System], list[LeftOut]]:
+    """The systems whose GPU has a price, and the others as left out. Raises UnitError, one
+    line naming ``--price GPU=DOLLARS``, when none has one: cost then ranks nothing."""
+    kept = [s for s in systems if price_for(s.gpu, prices) is not None]
+    unpriced = list(dict.fromkeys(s.gpu.name for s in systems if s not in kept))
+    if not kept:
+        example = " ".join(f"--price {g}=DOLLARS" for g in unpriced)
+        raise UnitError(
+            f"--objective cost: no price for {', '.join(unpriced)} (no list price in"
+            f" gpu_specs/prices), so nothing can be ranked by cost; give a price per GPU-hour"
+            f" with --price GPU=DOLLARS: {example}"
+        )
+    left_out = [
+        LeftOut(
+            s.name,
+            s.gpu.name,
+            f"no list price for {s.gpu.name}; --price {s.gpu.name}=DOLLARS ranks it",
+        )
+        for s in systems
+        if s not in kept
+    ]
+    return kept, left_out
 
 
 def _shapes(
@@ -190,7 +240,7 @@ def _shapes(
                 continue
             replicas = _replicas(system, tp * pp, -(-n // (one.max_concurrency or 1)))
             if max_nodes is None or _nodes(system, tp * pp, replicas) <= max_nodes:
-                found.append(replace(one, replicas=replicas))
+                found.append(replace(one, replicas=replicas, concurrency=n))
             if tp < widest or replicas == 1:
                 break  # narrower TP: one stage only; one replica: more stages only add GPUs
     if _is_moe(d):
@@ -218,7 +268,7 @@ def _expert_parallel(
             None,
         )
         if (one.max_concurrency or 0) * ep >= n:
-            return [replace(one, replicas=ep)]
+            return [replace(one, replicas=ep, concurrency=n)]
     return []
 
 

@@ -335,6 +335,10 @@ def candidate_to_dict(c: Candidate) -> dict[str, Any]:
         "usd_per_million_output_tokens": _money(c.usd_per_million_tokens),
         "loses_because": c.loses_because,
         "prefill_pool": _prefill_pool(c),
+        # per replica: one DP rank (one GPU) for DP attention, TP x PP GPUs otherwise
+        "replica_kind": "dp_rank" if c.plan.expert_parallel_size > 1 else "replica",
+        "requests_per_replica": c.requests_per_replica,
+        "available_memory_bytes_per_gpu": c.plan.free_memory_bytes,
     }
 
 
@@ -380,6 +384,9 @@ def cluster_to_dict(cp: ClusterPlan) -> dict[str, Any]:
             "candidates": [candidate_to_dict(c) for c in cp.candidates],
             "prices_note": "list prices as dated in gpu_specs/prices, never live",
             "throughput_not_modelled": COMMUNICATION_NOT_MODELLED,
+            "left_out": [
+                {"system": o.system, "gpu": o.gpu, "reason": o.reason} for o in cp.left_out
+            ],
         }
     )
     return head
@@ -390,7 +397,7 @@ def cluster_view(cp: ClusterPlan) -> list[RenderableType]:
     out: list[RenderableType] = []
     best = cp.best
     if best is not None:
-        out.extend(plan_view(replace(best.plan, message="")))
+        out.extend(_replica_view(best))
     rows = [
         (
             str(i + 1),
@@ -419,7 +426,43 @@ def cluster_view(cp: ClusterPlan) -> list[RenderableType]:
         ("vs #1", "left"),
     ]
     out.append(table(columns, rows, title=f"ranked by {cp.objective}", title_justify="left"))
+    if cp.left_out:
+        reasons = "; ".join(f"{o.system} ({o.reason})" for o in cp.left_out)
+        out.append(f"[yellow]left out of the ranking by {cp.objective}:[/yellow] {reasons}")
     if best is not None and best.price is not None:
         out.append(f"price: {best.price.describe()}; --price GPU=DOLLARS replaces it")
     out.append(cp.message)
     return out
+
+
+def _replica_view(c: Candidate) -> list[RenderableType]:
+    """The first candidate's replica as ``plan_view`` shows a plan, its answers labelled per
+    replica (per DP rank for DP attention), with the requests each holds of those asked."""
+    from rich.table import Table
+
+    p = c.plan
+    unit = "DP rank" if p.expert_parallel_size > 1 else "replica"
+    view = plan_view(replace(p, message=""))
+    rows: list[tuple[str, str]] = []
+    for label, value in _answers(p):
+        if label == "max concurrency":
+            rows.append((f"max concurrency per {unit}", value))
+            rows.append(
+                (
+                    f"requests per {unit}",
+                    f"{c.requests_per_replica} of the {p.concurrency} asked, over"
+                    f" {p.replicas} {unit}{'s' if p.replicas > 1 else ''}",
+                )
+            )
+            rows.append(("held in all", f"{c.held_requests} ({p.replicas} x {value})"))
+        elif label != "concurrency":  # said per replica above
+            rows.append((label, value))
+    answers = max(i for i, part in enumerate(view) if isinstance(part, Table))
+    view[answers] = table([("", "left"), ("", "left")], rows, show_header=False, key_style="bold")
+    tokens = format_tokens(p.max_model_len or 0)
+    view.insert(
+        answers,
+        f"free for more work (per GPU): the pool less the {c.requests_per_replica} requests"
+        f" of {tokens} tokens one {unit} holds",
+    )
+    return view
