@@ -36,7 +36,11 @@ LogModelOpt = Annotated[
 ]
 LogGpuOpt = Annotated[
     str | None,
-    gpu_option("The GPU, when the log's total memory is ambiguous.", show_default=False),
+    gpu_option(
+        "The GPU, when the log's total memory is ambiguous or not printed (vLLM at INFO"
+        " level: then only for the end-to-end estimate).",
+        show_default=False,
+    ),
 ]
 
 
