@@ -452,7 +452,7 @@ def test_log_with_no_figure_checks_nothing(tmp_path: Path) -> None:
     code, stdout, stderr = _invoke(tmp_path, text, "-g", "h100")
     assert code == 2
     assert "checked nothing: the log prints none of the figures" in stdout
-    assert "kvplan: checked nothing: the log prints none of the figures" in stderr
+    assert stderr.startswith("kvplan: error: checked nothing: the log prints none of the")
     code, stdout, _ = _invoke(tmp_path, text, "-f", "json")
     assert code == 2
     doc = json.loads(stdout)
@@ -481,7 +481,7 @@ def test_figures_without_a_pool_are_not_read(tmp_path: Path) -> None:
     doc = json.loads(stdout)
     assert [r["status"] for r in doc["rows"]] == ["not read", "not read"]
     assert "prints no pool" in doc["rows"][0]["reason"]
-    assert "checked nothing: 2 printed figures not read" in stderr
+    assert stderr.startswith("kvplan: error: checked nothing: 2 printed figures not read")
 
 
 def test_pipeline_log_without_blocks_reads_no_tokens() -> None:

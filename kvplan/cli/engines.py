@@ -58,7 +58,7 @@ def reconcile(
     checked figure reproduces, 1 when one differs, 2 when nothing was checked ("checked
     nothing: ..." on stderr) or the log cannot be read.
     """
-    from kvplan.cli.common import ExitCode
+    from kvplan.cli.common import fail
     from kvplan.logs import read_log
     from kvplan.logs import reconcile as run_reconcile
     from kvplan.views import engines as views
@@ -68,8 +68,7 @@ def reconcile(
         doc = views.reconciliation_to_dict(result)
         emit(output, lambda: doc, lambda: views.reconciliation_view(doc))
         if result.status == "checked nothing":
-            typer.echo(f"kvplan: checked nothing: {result.checked_nothing}", err=True)
-            raise typer.Exit(int(ExitCode.USAGE))
+            fail(f"checked nothing: {result.checked_nothing}")  # exit 2: no proof either way
         check_failed_unless(result.reproduced)
 
     guard(run)
