@@ -29,6 +29,8 @@ GB = 10**9
     [
         # NVIDIA H100 datasheet: NVLink 900 GB/s both directions = 450 GB/s each way
         ("hgx-h100", 8, 8, 450 * GB),
+        # H800: NVLink 400 GB/s both directions = 200 GB/s each way
+        ("hgx-h800", 8, 8, 200 * GB),
         # DGX B200: NVLink 5, 1.8 TB/s both directions = 900 GB/s each way
         ("dgx-b200", 8, 8, 900 * GB),
         # GB200 NVL72: 72 GPUs in one NVLink domain, 18 trays of 4
