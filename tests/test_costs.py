@@ -114,3 +114,17 @@ def test_prices_file(tmp_path: Path) -> None:
     path.write_text("prices:\n  - {gpu: h200, usd_per_gpu_hour: '3'}\n")
     with pytest.raises(SpecError):
         load_prices(path)
+
+
+def test_the_hardware_page_lists_the_bundled_lowest_prices() -> None:
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "hardware.md").read_text(encoding="utf-8")
+    rows = re.findall(
+        r"^\| `([a-z0-9-]+)` \| \$([\d.]+) \| [^|]+ \| (\d{4}-\d\d-\d\d) \|$", text, re.M
+    )
+    assert {gpu for gpu, _, _ in rows} == {p.gpu for p in list_prices()}
+    for gpu, usd, as_of in rows:
+        chosen = price_for(find_gpu(gpu))
+        assert chosen is not None
+        assert (chosen.usd_per_gpu_hour, chosen.as_of) == (Fraction(usd), as_of), gpu
