@@ -78,19 +78,27 @@ def load_model(model: str | Path) -> ModelSpec:
             return import_config(path).spec
         return load_spec(path)
     key = text.strip().lower()
+    from kvplan.names import is_ollama_tag
+
+    if is_ollama_tag(key):
+        # Before the alias lookup: a spec's alias `qwen3:8b` names the model, but the tag
+        # names Ollama's default build (q4_K_M), which kvplan.names reads for every family.
+        return _read_name(text, _known_specs())
     for stem in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
         candidate = specs_dir() / f"{stem}.yaml"
         if is_file(candidate):
             spec = _load_bundled(candidate)
             if key in _names_of(spec):
                 return spec
-    known: dict[str, ModelSpec] = {}
-    for spec in list_models():
-        for name in _names_of(spec):
-            known[name] = spec
+    known = _known_specs()
     if key in known:
         return known[key]
     return _read_name(text, known)
+
+
+def _known_specs() -> dict[str, ModelSpec]:
+    """Every bundled spec by each of its lower-case names (name, aliases, HF id)."""
+    return {name: spec for spec in list_models() for name in _names_of(spec)}
 
 
 def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:

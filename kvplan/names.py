@@ -236,6 +236,16 @@ _OLLAMA = re.compile(r"^(?P<family>[a-z][a-z0-9.\-]*):(?P<tag>[a-z0-9._\-]+)$")
 _SIZE = re.compile(r"^(?:\d+(?:\.\d+)?[bm]|\d+x\d+b|e\d+b)$")
 
 
+def is_ollama_tag(text: str) -> bool:
+    """Whether ``text`` has Ollama's form, ``family:tag`` with no organisation or path.
+
+    Such a name is read by the Ollama rules even where a bundled spec lists it as an alias
+    (``qwen3:8b``): the alias names the model, the tag still names Ollama's default build.
+    """
+    key = text.strip().lower()
+    return "/" not in key and _OLLAMA.match(key) is not None
+
+
 @dataclass(slots=True)
 class _State:
     typed: str
@@ -256,7 +266,7 @@ def read_name(text: str, known: Mapping[str, str]) -> Reading:
     for prefix in _HUB_PREFIXES:
         if key.lower().startswith(prefix):
             key = key[len(prefix) :]
-    if "/" not in key and _OLLAMA.match(key.lower()):
+    if is_ollama_tag(key):
         return _read_ollama(state, key.lower())
     if "/" in key:
         org, key = key.rsplit("/", 1)

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import load_model
+from kvplan.catalog import list_models, load_model
 from kvplan.cli import app
 from kvplan.errors import ModelNotFoundError, NameRefusedError
 from kvplan.weights import QUANTIZATIONS, model_weights
@@ -242,3 +242,69 @@ def test_json_of_a_catalog_name_has_null_resolved_from() -> None:
     doc = json.loads(result.stdout)
     assert doc["resolved_from"] is None
     assert doc["provenance"] == []
+
+
+# Ollama tags that are also a bundled spec's alias were found by the alias lookup before the
+# Ollama rules and sized in the spec's bf16; every tag without a quantization is Ollama's
+# default build, q4_K_M, whatever the family.
+OLLAMA_ALIASES = [
+    alias for spec in list_models() for alias in spec.aliases if ":" in alias and "/" not in alias
+]
+
+
+def test_bundled_specs_have_ollama_aliases() -> None:
+    assert {"qwen3:8b", "qwen3:32b", "gemma3:27b"} <= set(OLLAMA_ALIASES)
+
+
+@pytest.mark.parametrize("tag", OLLAMA_ALIASES)
+def test_every_ollama_alias_is_ollama_default_build(tag: str) -> None:
+    spec = load_model(tag)
+    assert tag in spec.aliases  # still the spec that lists it
+    assert spec.weight_dtype == "q4_0"  # q4_K_M sized as q4_0, 4.5 bits a weight
+    assert spec.resolved_from == tag
+    assert any("Ollama's default build, q4_K_M" in line for line in spec.provenance)
+    assert spec.provenance[-1] == f"read as {spec.name}"
+
+
+@pytest.mark.parametrize(
+    ("tag", "weights_bytes"),
+    [
+        # qwen3-8b: 8,190,735,360 params - 2 x 151,936 x 4,096 (untied embeddings and head)
+        # = 6,946,075,648 in q4_0 at 18 B per 32 = 3,907,167,552, + 2 x 622,329,856 x 2 B
+        # = 2,489,319,424 in bf16 -> 6,396,486,976 (bf16 throughout: 16,381,470,720)
+        ("qwen3:8b", 3_907_167_552 + 2_489_319_424),
+        # qwen3-32b: 32,762,123,264 - 2 x 151,936 x 5,120 = 31,206,298,624 x 18 / 32
+        # = 17,553,542,976, + 2 x 777,912,320 x 2 B = 3,111,649,280
+        ("qwen3:32b", 17_553_542_976 + 3_111_649_280),
+        # llama-3.1-8b (read by the family rule, not an alias): 8,030,261,248 - 2 x 128,256 x
+        # 4,096 = 6,979,588,096 x 18 / 32 = 3,926,018,304, + 2 x 525,336,576 x 2 B
+        ("llama3.1:8b", 3_926_018_304 + 2_101_346_304),
+    ],
+)
+def test_plan_sizes_ollama_tag_in_default_build(tag: str, weights_bytes: int) -> None:
+    result = runner.invoke(app, ["plan", tag, "--gpu", "h100", "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads(result.stdout)
+    assert doc["weights_bytes"] == weights_bytes
+    assert doc["resolved_from"] == tag
+    assert doc["provenance"][-1].startswith("read as ")
+
+
+@pytest.mark.parametrize(
+    ("tag", "name"),
+    [("qwen3:32b", "qwen3-32b"), ("gemma3:27b", "gemma-3-27b"), ("llama3.1:8b", "llama-3.1-8b")],
+)
+def test_calc_table_reads_ollama_tag(tag: str, name: str) -> None:
+    result = runner.invoke(app, ["calc", tag, "--context", "8k"])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert f"model '{tag}'" in first
+    assert "q4_K_M" in first
+    assert first.endswith(f"read as {name}")
+
+
+def test_explicit_quantization_in_an_alias_form_tag_wins() -> None:
+    assert load_model("qwen3:8b-q8_0").weight_dtype == "q8_0"
+    assert load_model("qwen3:8b-fp16").weight_dtype is None
+    # the catalog name itself keeps the spec's own weights
+    assert load_model("qwen3-8b").weight_dtype is None
