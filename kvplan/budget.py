@@ -26,8 +26,11 @@ from pydantic import (
 )
 
 from kvplan.arguments import MAX_PARALLEL
+from kvplan.engine_plans import answer
 from kvplan.errors import KvplanError, SpecError, UnitError
+from kvplan.estimator import bytes_per_token
 from kvplan.files import path_exists
+from kvplan.question import Question
 from kvplan.units import format_bytes, format_tokens, fraction_of, parse_bytes, parse_tokens
 from kvplan.validation import field_names, line_locator, read_yaml, validate
 
@@ -130,8 +133,10 @@ class Deployment(BaseModel):
     )
     tensor_parallel_size: Parallel = Field(1, description="GPUs sharding each layer.")
     pipeline_parallel_size: Parallel = Field(1, description="Pipeline stages.")
-    engine: Literal["ideal", "vllm"] = Field(
-        "ideal", description="ideal (kvplan's planner) or vllm (vLLM V1's rules)."
+    engine: Literal["ideal", "vllm", "sglang", "trtllm"] = Field(
+        "ideal",
+        description="ideal (kvplan's planner), vllm (vLLM V1's rules), sglang or trtllm (their"
+        " token pools); a key the engine does not read is refused.",
     )
     engine_version: Text | None = Field(None, description="Engine version (vllm: 0.19, 0.8).")
     gpu_memory_utilization: float = Field(
@@ -222,36 +227,25 @@ class DeploymentFacts:
     max_model_len: int
     max_concurrency: int
     kv_cache_tokens: int
-    free_memory_bytes: int
+    free_memory_bytes: int | None  # None: not modelled for the engine (SGLang, TensorRT-LLM)
     kv_bytes_per_token: int
 
 
 def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
-    """Plan deployment ``d`` (model paths relative to ``base``) with its engine."""
-    from kvplan.catalog import load_model
-    from kvplan.estimator import bytes_per_token
-    from kvplan.hardware import custom_gpu, find_gpu
-
-    spec = _model(d.model, base, load_model)
-    if d.gpu is None and d.gpu_memory is None:
-        raise SpecError(d.name, ["gpu: give a catalog GPU or gpu_memory"])
-    device = find_gpu(d.gpu) if d.gpu is not None else None
-    if d.gpu_memory is not None:
-        device = custom_gpu(d.gpu_memory, device)
-    assert device is not None
+    """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
+    plan`` asks it (``kvplan.engine_plans.answer``): the most requests of its length."""
+    spec, device = _model(d.model, base), _device(d)
     length = d.max_model_len or spec.max_position_embeddings or 0
     per_token = bytes_per_token(spec, d.kv_cache_dtype)
+    found = answer(spec, device, _question(d, length, None))
+    result, verdict = found.result, found.verdict
     if d.engine == "vllm":
-        from kvplan.engines import vllm
-
-        result = vllm.profile(spec, device, _vllm_config(d, length))
-        stage = min(result.stages, key=lambda s: s.num_blocks)
-        concurrency = result.max_requests
+        r = result.result
+        stage = min(r.stages, key=lambda s: s.num_blocks)
         # free: what the deployment could still use (docs/plan.md): the pool's blocks the
         # max_concurrency requests do not hold, plus any remainder of the pool and, with
-        # --kv-cache-memory, usable memory it leaves; never the headroom above utilization
-        block_bytes = result.page_bytes * result.group_size
-        held = concurrency * result.blocks_per_request * block_bytes
+        # kv_cache_memory, usable memory it leaves; never the headroom above utilization
+        held = verdict.max_concurrency * r.blocks_per_request * r.page_bytes * r.group_size
         engine_overhead = (
             stage.overhead.weights_bytes
             + stage.overhead.activation_bytes
@@ -261,45 +255,69 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
         budget = (
             device.memory_bytes
             if d.kv_cache_memory is not None
-            else fraction_of(device.memory_bytes, result.config.gpu_memory_utilization)
+            else fraction_of(device.memory_bytes, r.config.gpu_memory_utilization)
         )
-        return DeploymentFacts(
-            fits=concurrency >= 1,
-            max_model_len=length,
-            max_concurrency=concurrency,
-            kv_cache_tokens=result.gpu_kv_cache_tokens,
-            free_memory_bytes=budget - engine_overhead - held,
-            kv_bytes_per_token=per_token,
-        )
-    plan = _ideal_plan(d, spec, device, max_model_len=length)
+        free, tokens = budget - engine_overhead - held, r.gpu_kv_cache_tokens
+    elif d.engine == "ideal":
+        free, tokens = result.free_memory_bytes, result.kv_cache_tokens
+    else:
+        free, tokens = None, result.kv_cache_tokens
     return DeploymentFacts(
-        fits=plan.fits,
+        fits=verdict.fits,
         max_model_len=length,
-        max_concurrency=plan.max_concurrency or 0,
-        kv_cache_tokens=plan.kv_cache_tokens,
-        free_memory_bytes=plan.free_memory_bytes,
+        max_concurrency=verdict.max_concurrency,
+        kv_cache_tokens=tokens,
+        free_memory_bytes=free,
         kv_bytes_per_token=per_token,
     )
 
 
 def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
-    """The longest context ``concurrency`` requests can each reach on deployment ``d``."""
-    from kvplan.catalog import load_model
+    """The longest context ``concurrency`` requests can each reach on deployment ``d``, at
+    most its ``max_model_len`` (default: the model's trained length)."""
+    spec, device = _model(d.model, base), _device(d)
+    found = answer(spec, device, _question(d, None, concurrency))
+    longest = found.verdict.max_context_tokens or 0
+    return min(longest, d.max_model_len) if d.max_model_len else longest
+
+
+def _question(d: Deployment, length: int | None, concurrency: int | None) -> Question:
+    """Deployment ``d``'s question: what its keys give (those left out are the engine's
+    defaults), so an engine that does not read a key refuses it as ``kvplan plan`` does."""
+    given = d.model_fields_set
+
+    def optional(key: str) -> Any:
+        return getattr(d, key) if key in given else None
+
+    utilization = optional("gpu_memory_utilization")
+    return Question(
+        engine=d.engine,
+        max_model_len=length,
+        concurrency=concurrency,
+        tensor_parallel_size=d.tensor_parallel_size,
+        pipeline_parallel_size=optional("pipeline_parallel_size"),
+        gpu_memory_utilization=None if utilization is None else Fraction(str(utilization)),
+        kv_cache_dtype=d.kv_cache_dtype,
+        dtype=d.dtype,
+        quantization=d.quantization,
+        overhead_bytes=d.overhead,
+        kv_cache_memory_bytes=d.kv_cache_memory,
+        block_size=optional("block_size"),
+        shared_prefix_tokens=d.shared_prefix,
+        max_num_batched_tokens=optional("max_num_batched_tokens"),
+        max_num_seqs=optional("max_num_seqs"),
+        version=d.engine_version,
+        device_fixed=True,
+    )
+
+
+def _device(d: Deployment) -> Any:
     from kvplan.hardware import custom_gpu, find_gpu
 
-    spec = _model(d.model, base, load_model)
+    if d.gpu is None and d.gpu_memory is None:
+        raise SpecError(d.name, ["gpu: give a catalog GPU or gpu_memory"])
     device = find_gpu(d.gpu) if d.gpu is not None else None
-    if d.gpu_memory is not None:
-        device = custom_gpu(d.gpu_memory, device)
-    assert device is not None
-    cap = d.max_model_len or spec.max_position_embeddings or 0
-    if d.engine == "vllm":
-        from kvplan.engines import vllm
-
-        result = vllm.profile(spec, device, _vllm_config(d, cap))
-        return vllm.estimated_max_model_len(result, concurrency)
-    plan = _ideal_plan(d, spec, device, concurrency=concurrency)
-    return plan.max_context_tokens or 0
+    return custom_gpu(d.gpu_memory, device) if d.gpu_memory is not None else device
 
 
 def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
@@ -343,6 +361,14 @@ def _checks(d: Deployment, base: Path) -> list[_Check]:
     from below."""
     facts = deployment_facts(d, base)
     expect = d.expect
+    if expect.min_free_memory is not None and facts.free_memory_bytes is None:
+        raise SpecError(
+            d.name,
+            [
+                f"expect.min_free_memory: not modelled for engine {d.engine}; allowed with engine"
+                " ideal or vllm"
+            ],
+        )
     want = expect.min_context_at_concurrency
     reached = 0 if want is None else context_at_concurrency(d, base, want.concurrency)
     stated: list[tuple[str, int | bool | None, int | bool, str]] = [
@@ -355,7 +381,7 @@ def _checks(d: Deployment, base: Path) -> list[_Check]:
             facts.kv_bytes_per_token,
             "bytes",
         ),
-        ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes, "bytes"),
+        ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes or 0, "bytes"),
         ("min_kv_cache_tokens", expect.min_kv_cache_tokens, facts.kv_cache_tokens, "tokens"),
     ]
     return [
@@ -373,56 +399,10 @@ def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
     return actual >= required
 
 
-def _model(name: str, base: Path, load: Any) -> Any:
+def _model(name: str, base: Path) -> Any:
+    from kvplan.catalog import load_model
+
     candidate = base / name
     if name.endswith((".yaml", ".yml", ".json")) or path_exists(candidate):
-        return load(candidate)
-    return load(name)
-
-
-def _vllm_config(d: Deployment, length: int) -> Any:
-    from kvplan.engines import vllm
-
-    return vllm.VllmConfig(
-        max_model_len=length,
-        gpu_memory_utilization=Fraction(str(d.gpu_memory_utilization)),
-        max_num_batched_tokens=d.max_num_batched_tokens,
-        max_num_seqs=d.max_num_seqs,
-        block_size=d.block_size,
-        kv_cache_dtype=d.kv_cache_dtype,
-        kv_cache_memory_bytes=d.kv_cache_memory,
-        tensor_parallel_size=d.tensor_parallel_size,
-        pipeline_parallel_size=d.pipeline_parallel_size,
-        dtype=d.dtype,
-        quantization=d.quantization,
-        version=vllm.resolve_version(d.engine_version).line,
-    )
-
-
-def _ideal_plan(
-    d: Deployment,
-    spec: Any,
-    device: Any,
-    *,
-    max_model_len: int | None = None,
-    concurrency: int | None = None,
-) -> Any:
-    from kvplan.planner import plan
-
-    return plan(
-        spec,
-        device,
-        tensor_parallel_size=d.tensor_parallel_size,
-        pipeline_parallel_size=d.pipeline_parallel_size,
-        gpu_memory_utilization=str(d.gpu_memory_utilization),
-        kv_cache_dtype=d.kv_cache_dtype,
-        dtype=d.dtype,
-        quantization=d.quantization,
-        overhead_bytes=d.overhead,
-        kv_cache_memory_bytes=d.kv_cache_memory,
-        block_size=d.block_size,
-        shared_prefix_tokens=d.shared_prefix,
-        max_num_batched_tokens=d.max_num_batched_tokens,
-        max_model_len=max_model_len,
-        concurrency=concurrency,
-    )
+        return load_model(candidate)
+    return load_model(name)

@@ -30,6 +30,7 @@ gets no flags at all: what it would need is said in words.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -39,6 +40,7 @@ from kvplan.dtypes import CacheDTypes, cache_dtypes
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware import GPU
+from kvplan.question import parse_hf_overrides
 from kvplan.spec import ModelSpec
 from kvplan.units import DType, GiB, cdiv, fraction_of, resolve_dtype
 from kvplan.weights import QUANTIZATIONS, Weights, model_weights, quantization_names
@@ -104,6 +106,8 @@ class _Target:
     kv: str | None
     quantization: str | None
     util: Fraction
+    hf_overrides: str | None = None  # as given; its trained length is ``trained``
+    trained: int | None = None
 
 
 _Answer = Callable[[_Target], "EngineFlags"]
@@ -120,6 +124,7 @@ def recommend(
     quantization: str | None = None,
     gpu_memory_utilization: Fraction | float | str = Fraction(9, 10),
     engines: Sequence[str] | None = None,
+    hf_overrides: str | None = None,
 ) -> tuple[EngineFlags, ...]:
     """Per engine (all of ``ENGINES`` unless ``engines`` names some), the flags that hold
     ``concurrency`` requests of ``max_model_len`` tokens on ``tensor_parallel_size`` GPUs,
@@ -128,7 +133,9 @@ def recommend(
     Raises UnitError for a target below one token, request or GPU, an unknown engine,
     quantization or cache dtype; SpecError when the spec has no parameter count (every
     verdict needs the weights). A deployment one engine cannot serve is that engine's
-    "does not fit", not an error.
+    "does not fit", not an error; so is a ``max_model_len`` past the model's trained length
+    for vLLM and SGLang, which refuse it unless ``hf_overrides`` (vLLM's ``--hf-overrides``
+    JSON, passed on as SGLang's ``--json-model-override-args``) extends it.
     """
     model = as_spec(spec)
     device = as_gpu(gpu)
@@ -156,7 +163,19 @@ def recommend(
     if kv is not None:
         resolve_dtype(kv)
     model_weights(model, quantization=quant)  # a spec without num_parameters fails here, once
-    target = _Target(model, device, length, n, tp, kv, quant, util)
+    trained = parse_hf_overrides(hf_overrides) if hf_overrides else None
+    target = _Target(
+        model,
+        device,
+        length,
+        n,
+        tp,
+        kv,
+        quant,
+        util,
+        hf_overrides,
+        trained or model.max_position_embeddings,
+    )
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
 
@@ -221,8 +240,23 @@ def _admit(
     (a cache dtype it has no flag for, or a TP its head split does not allow)."""
     cache = cache_dtypes(t.spec, engine, kv_cache_dtype=t.kv)
     kv_value, problem = _kv_flag(_LABELS[engine], table, t, cache)
-    problem = problem or _tp_problem(t.spec, t.tp, engine)
+    problem = problem or _tp_problem(t.spec, t.tp, engine) or _length_problem(engine, t)
     return cache, kv_value, _refused(engine, t, cache, problem) if problem else None
+
+
+#: The flag each engine takes to extend the model's trained length, where it refuses more.
+_OVERRIDE_FLAG = {"vllm": "--hf-overrides", "sglang": "--json-model-override-args"}
+
+
+def _length_problem(engine: str, t: _Target) -> str:
+    """Why ``engine`` refuses ``--max-model-len`` past the trained length ("" when it does not)."""
+    if engine not in _OVERRIDE_FLAG or t.trained is None or t.length <= t.trained:
+        return ""
+    return (
+        f"{_LABELS[engine]} refuses --max-model-len {t.length:,}: past {t.spec.name}'s trained"
+        f" length (max_position_embeddings {t.trained:,}); extend it with"
+        f" {_OVERRIDE_FLAG[engine]} (rope_scaling), e.g. kvplan flags ... --hf-overrides JSON"
+    )
 
 
 def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineFlags:
@@ -286,6 +320,9 @@ def _shared_flags(
     dtype, on-the-fly fp8 weights) to ``flags``; return the weights note."""
     if t.tp > 1:
         flags.append(f"{tp_flag}={t.tp}")
+    if t.hf_overrides:
+        engine = "sglang" if tp_flag == "--tp" else "vllm"
+        flags.append(f"{_OVERRIDE_FLAG[engine]}={shlex.quote(t.hf_overrides)}")
     if kv_value:
         flags.append(f"--kv-cache-dtype={kv_value}")
     quant_flags, quant_note = _quantization_note(t, quantization_flag)
