@@ -1,0 +1,344 @@
+"""One question, one answer: every kind of question, asked of every engine profile through every
+command that answers it (plan, check, flags, perf, the library), gives the same figure or an
+explicit refusal naming the setting, and the exit code follows the answer.
+
+The anchors are derived by hand from vLLM's pool for Llama 3.1 8B on one H100 80GB (79.19 GiB
+as CUDA reports it), which tests/test_engine_vllm.py checks against the recorded engine:
+426,688 tokens in 16-token blocks (26,668 blocks); a 32,768-token request takes 2,048 blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan import load_model
+from kvplan.cli import app
+from kvplan.engine_plans import PLAN_ENGINES, answer
+from kvplan.errors import UnitError
+from kvplan.hardware import find_gpu
+from kvplan.question import ENGINE_SETTINGS, FLAG_NAMES, Question
+
+runner = CliRunner()
+MODEL = "llama-3.1-8b"
+GPU = "h100"
+#: engines the budget file takes (llama.cpp plans one machine from its own options)
+BUDGET_ENGINES = ("ideal", "vllm", "sglang", "trtllm")
+
+
+def _plan(*args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["plan", MODEL, "--gpu", GPU, *args, "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return result.exit_code, doc
+
+
+def _library(engine: str, **asked: Any) -> Any:
+    return answer(load_model(MODEL), find_gpu(GPU), Question(engine=engine, **asked)).verdict
+
+
+# --- the anchors: vLLM's figures, derived by hand ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fits", "figure", "value"),
+    [
+        # 26,668 blocks // 2,048 a request = 13 requests (13 x 2,048 = 26,624 <= 26,668)
+        (("-c", "32K"), True, "max_concurrency", 13),
+        # 64 > 13: does not fit on one GPU; the exit code says so
+        (("-c", "32K", "-n", "64", "-tp", "1"), False, "max_concurrency", 13),
+        # 26,668 blocks // 16 requests = 1,666 blocks = 26,656 tokens each
+        (("-n", "16"), True, "max_context_tokens", 26_656),
+        # the fewest GPUs for 64: 13 a GPU at TP 1 -> ceil(64 / 13) = 5 replicas = 5 GPUs
+        (("-c", "32K", "-n", "64"), True, "num_gpus", 5),
+    ],
+    ids=["13 of 32K", "64 of 32K on TP 1: no", "16 users: 26,656", "64 of 32K: 5 GPUs"],
+)
+def test_vllm_answers_what_was_asked(
+    args: tuple[str, ...], fits: bool, figure: str, value: int
+) -> None:
+    code, doc = _plan(*args, "--engine", "vllm")
+    assert doc["answer"][figure] == value
+    assert doc["fits"] is doc["answer"]["fits"] is fits
+    assert code == (0 if fits else 1)
+
+
+# --- the matrix: every engine, every kind, plan = library ----------------------------------------
+
+QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
+    ("most requests at 8K", ("-c", "8K"), {"max_model_len": 8192}),
+    (
+        "fits 8K x 32 on TP 1",
+        ("-c", "8K", "-n", "32", "-tp", "1"),
+        {"max_model_len": 8192, "concurrency": 32, "tensor_parallel_size": 1},
+    ),
+    (
+        "fits 8K x 500 on TP 1",
+        ("-c", "8K", "-n", "500", "-tp", "1"),
+        {"max_model_len": 8192, "concurrency": 500, "tensor_parallel_size": 1},
+    ),
+    (
+        "fits 32K x 16 on TP 2",
+        ("-c", "32K", "-n", "16", "-tp", "2"),
+        {"max_model_len": 32768, "concurrency": 16, "tensor_parallel_size": 2},
+    ),
+    ("longest for 8", ("-n", "8"), {"concurrency": 8}),
+    (
+        "fewest GPUs for 32K x 64",
+        ("-c", "32K", "-n", "64"),
+        {"max_model_len": 32768, "concurrency": 64},
+    ),
+    (
+        "shared prefix, 8K x 32 on TP 1",
+        ("-c", "8K", "-n", "32", "-tp", "1", "--shared-prefix", "4096"),
+        {
+            "max_model_len": 8192,
+            "concurrency": 32,
+            "tensor_parallel_size": 1,
+            "shared_prefix_tokens": 4096,
+        },
+    ),
+    (
+        "a length mix",
+        ("-c", "32K", "--mean-length", "2K", "--p99-length", "16K"),
+        {"max_model_len": 32768, "mean_length": 2048, "p99_length": 16384},
+    ),
+    ("PP 2, 32K", ("-c", "32K", "-pp", "2"), {"max_model_len": 32768, "pipeline_parallel_size": 2}),
+]
+_KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")
+
+
+@pytest.mark.parametrize("engine", PLAN_ENGINES)
+@pytest.mark.parametrize(
+    ("args", "asked"), [q[1:] for q in QUESTIONS], ids=[q[0] for q in QUESTIONS]
+)
+def test_every_engine_answers_every_question_alike_in_plan_and_the_library(
+    engine: str, args: tuple[str, ...], asked: dict[str, Any]
+) -> None:
+    try:
+        verdict = _library(engine, **asked)
+    except UnitError as e:  # refused: by the command line too, in the same words
+        refusal = str(e)
+    else:
+        refusal = ""
+    if refusal:
+        result = runner.invoke(app, ["plan", MODEL, "--gpu", GPU, *args, "--engine", engine])
+        assert result.exit_code == 2
+        assert result.stderr == f"kvplan: error: {refusal}\n"
+        return
+    code, doc = _plan(*args, "--engine", engine)
+    for key in _KEYS:
+        assert doc["answer"][key] == getattr(verdict, key), key
+    assert code == (0 if verdict.fits else 1)
+    assert doc["fits"] is verdict.fits
+    # the answer is the question asked: a fits question answers the concurrency asked
+    if "concurrency" in asked:
+        assert doc["answer"]["concurrency"] == asked["concurrency"]
+    if verdict.kind == "fits":  # llama.cpp answers the most requests at its -np (default 1)
+        assert verdict.fits is (verdict.max_concurrency >= (verdict.concurrency or 0))
+    if verdict.kind == "max_context" and verdict.fits:
+        assert 0 < verdict.max_context_tokens <= 131_072  # the trained length caps it
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_fits_question_is_the_most_requests_compared_with_the_concurrency(engine: str) -> None:
+    most = _library(engine, max_model_len=8192).max_concurrency
+    assert _library(engine, max_model_len=8192, concurrency=most, tensor_parallel_size=1).fits
+    over = _library(engine, max_model_len=8192, concurrency=most + 1, tensor_parallel_size=1)
+    assert not over.fits
+    assert over.max_concurrency == most
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_the_longest_context_holds_the_concurrency_and_one_more_block_does_not(
+    engine: str,
+) -> None:
+    v = _library(engine, concurrency=8)
+    assert v.max_context_tokens is not None
+    assert _library(engine, max_model_len=v.max_context_tokens).max_concurrency >= 8
+    block = 32 if engine == "trtllm" else (16 if engine == "vllm" else 1)
+    longer = _library(engine, max_model_len=v.max_context_tokens + block)
+    assert longer.max_concurrency < 8
+
+
+# --- settings an engine does not read are refused by name, in plan and the library ---------------
+
+_VALUES = {
+    "shared_prefix_tokens": ("--shared-prefix", "4096", 4096),
+    "lengths": ("--mean-length", "2K", None),
+    "pipeline_parallel_size": ("-pp", "2", 2),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", "0.8", None),
+    "overhead_bytes": ("--overhead", "2GiB", 2 << 30),
+    "block_size": ("--block-size", "32", 32),
+    "max_num_seqs": ("--max-num-seqs", "64", 64),
+    "page_size": ("--page-size", "16", 16),
+    "mem_fraction_static": ("--mem-fraction-static", "0.8", None),
+}
+
+
+def _cases() -> list[tuple[str, str, tuple[str, str]]]:
+    cases = []
+    for engine in PLAN_ENGINES:
+        for name, (flag, text, _) in _VALUES.items():
+            read = name in ENGINE_SETTINGS[engine] or (
+                name == "lengths" and "mean_length" in ENGINE_SETTINGS[engine]
+            )
+            if not read:
+                cases.append((engine, name, (flag, text)))
+    return cases
+
+
+@pytest.mark.parametrize(("engine", "name", "option"), _cases(), ids=lambda v: str(v))
+def test_a_setting_the_engine_does_not_read_is_refused(
+    engine: str, name: str, option: tuple[str, str]
+) -> None:
+    result = runner.invoke(app, ["plan", MODEL, "--gpu", GPU, "-c", "8K", "-e", engine, *option])
+    assert result.exit_code == 2, result.output
+    assert f"not read by --engine {engine}" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+    _, _, value = _VALUES[name]
+    if value is not None:
+        with pytest.raises(ValueError, match=f"{FLAG_NAMES[name]}: not read by --engine"):
+            _library(engine, max_model_len=8192, **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "flag"),
+    [
+        ("vllm", ("-ngl", "10"), "-ngl"),
+        ("sglang", ("-np", "4"), "-np"),
+        ("vllm", ("--objective", "cost"), "--objective"),
+        ("sglang", ("--system", "hgx-h100"), "--system"),
+        ("llama.cpp", ("--enforce-eager",), "--enforce-eager"),
+    ],
+)
+def test_options_of_another_engine_or_of_the_node_search_are_refused(
+    engine: str, args: tuple[str, ...], flag: str
+) -> None:
+    result = runner.invoke(
+        app, ["plan", MODEL, "--gpu", GPU, "-c", "8K", "-n", "4", "-e", engine, *args]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"kvplan: error: {flag}")
+
+
+# --- past the trained length ---------------------------------------------------------------------
+
+
+def test_past_the_trained_length_engines_refuse_and_the_planner_warns() -> None:
+    # qwen3-8b: max_position_embeddings 40,960; 128K = 131,072 > 40,960
+    for engine in ("vllm", "sglang"):
+        result = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", GPU, "-c", "128K", "-e", engine])
+        assert result.exit_code == 2
+        assert "past qwen3-8b's trained length (max_position_embeddings 40,960)" in result.stderr
+    _code, doc = _plan("-c", "1M")  # Llama 3.1 8B: 1,048,576 > 131,072
+    assert "max_position_embeddings 131,072" in doc["answer"]["warnings"][0]
+    flags = runner.invoke(app, ["flags", "qwen3-8b", "--gpu", GPU, "-c", "128K", "-n", "1"])
+    assert "--max-model-len=131072" not in flags.stdout
+    assert "vLLM refuses --max-model-len 131,072" in flags.stdout
+
+
+def test_rope_scaling_extends_the_length_as_vllm_derives_it() -> None:
+    # YaRN: original 32,768 x factor 4 = 131,072, as Qwen3's model card extends it
+    yarn = json.dumps(
+        {
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 32768,
+            }
+        }
+    )
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "qwen3-8b",
+            "--gpu",
+            GPU,
+            "-c",
+            "128K",
+            "-e",
+            "vllm",
+            "--hf-overrides",
+            yarn,
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["question"]["max_position_embeddings"] == 131_072
+    assert doc["answer"]["warnings"] == []
+    bad = runner.invoke(app, ["plan", "qwen3-8b", "--gpu", GPU, "--hf-overrides", '{"x": 1}'])
+    assert bad.exit_code == 2
+    assert "allowed: max_position_embeddings, rope_scaling" in bad.stderr
+
+
+# --- check: a budget's deployment gets plan's answer ---------------------------------------------
+
+
+@pytest.mark.parametrize("engine", BUDGET_ENGINES)
+def test_check_gives_plans_figures(engine: str, tmp_path: Path) -> None:
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        "deployments:\n"
+        f"  - name: chat\n    model: {MODEL}\n    gpu: {GPU}\n    engine: {engine}\n"
+        "    max_model_len: 8K\n"
+        "    expect:\n      min_concurrency: 1\n"
+        "      min_context_at_concurrency: {concurrency: 8, tokens: 1}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(budget), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    actual = {a["assertion"]: a["actual"] for a in doc["results"]}
+    assert actual["min_concurrency"] == _library(engine, max_model_len=8192).max_concurrency
+    longest = _library(engine, concurrency=8).max_context_tokens
+    assert actual["min_context_at_concurrency"] == min(longest or 0, 8192)
+
+
+def test_check_refuses_a_key_its_engine_does_not_read(tmp_path: Path) -> None:
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        f"deployments:\n  - name: chat\n    model: {MODEL}\n    gpu: {GPU}\n    engine: vllm\n"
+        "    shared_prefix: 4K\n    expect: {min_concurrency: 1}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", str(budget)])
+    assert result.exit_code == 2
+    assert "--shared-prefix: not read by --engine vllm" in result.stderr
+
+
+# --- flags and perf: the same figure as plan -----------------------------------------------------
+
+
+def test_perf_and_plan_give_the_same_most_requests() -> None:
+    for engine in ("ideal", "vllm"):
+        result = runner.invoke(
+            app, ["perf", MODEL, "--gpu", GPU, "-c", "32K", "-e", engine, "--format", "json"]
+        )
+        assert result.exit_code == 0, result.stderr
+        perf = json.loads(result.stdout)
+        assert perf["max_concurrency"] == _library(engine, max_model_len=32768).max_concurrency
+
+
+def test_flags_fit_as_plan_answers_the_same_question() -> None:
+    # vLLM's flags hold 13 requests of 32K on one H100 (the anchor above) and not 14
+    for n, fits in ((13, True), (14, False)):
+        result = runner.invoke(
+            app, ["flags", MODEL, "--gpu", GPU, "-c", "32K", "-n", str(n), "--format", "json"]
+        )
+        doc = json.loads(result.stdout)
+        vllm = next(e for e in doc["engines"] if e["engine"] == "vllm")
+        plan = _library("vllm", max_model_len=32768, concurrency=n, tensor_parallel_size=1)
+        assert plan.fits is fits
+        # flags sizes --kv-cache-memory for exactly the requests asked, so it holds whenever
+        # vLLM's own budget holds them
+        if fits:
+            assert vllm["fits"]
