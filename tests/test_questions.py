@@ -10,6 +10,7 @@ as CUDA reports it), which tests/test_engine_vllm.py checks against the recorded
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +343,20 @@ def test_flags_fit_as_plan_answers_the_same_question() -> None:
         # vLLM's own budget holds them
         if fits:
             assert vllm["fits"]
+
+
+def test_the_memory_rows_add_up_to_the_gpu_and_free_memory_is_within_them() -> None:
+    # the quick start: weights + overhead + pool + held back = 79.19 GiB; free is in the pool
+    result = runner.invoke(app, ["plan", MODEL, "--gpu", GPU, "-c", "32K"])
+    rows = {}
+    for line in result.stdout.splitlines():
+        found = re.match(r"^( *)(\S.*?) {2,}([0-9.]+) GiB *$", line)
+        if found:
+            rows[(len(found[1]), found[2])] = float(found[3])
+    added = sum(v for (indent, _), v in rows.items() if indent == 2)
+    assert abs(added - 79.19) <= 0.02, rows
+    (free,) = [v for (indent, k), v in rows.items() if "free for more work" in k and indent > 2]
+    assert free <= rows[(2, "KV cache pool")]
+    doc = _plan("-c", "32K")[1]
+    total = doc["weights_bytes"] + doc["overhead_bytes"] + doc["kv_cache_memory_bytes"]
+    assert total + doc["headroom_bytes"] <= doc["total_memory_bytes"]

@@ -165,10 +165,12 @@ def _answers(p: Plan) -> list[tuple[str, str]]:
 
 def _mix_rows(m: LengthMix) -> list[tuple[str, str]]:
     waste_share = 100 * m.paged_waste_bytes / m.paged_bytes if m.paged_bytes else 0.0
+    # a mix given as --mean-length/--p99-length has no requests of its own to count
+    counted = f"{m.num_requests:,} requests, " if m.num_requests else "as given: "
     return [
         (
             "length mix",
-            f"{m.num_requests:,} requests, mean {format_tokens(m.mean_tokens)}, p50"
+            f"{counted}mean {format_tokens(m.mean_tokens)}, p50"
             f" {format_tokens(m.p50_tokens)}, p99 {format_tokens(m.p99_tokens)}, max"
             f" {format_tokens(m.max_tokens)} tokens",
         ),
@@ -181,12 +183,22 @@ def _mix_rows(m: LengthMix) -> list[tuple[str, str]]:
 
 
 def _memory_table(p: Plan) -> Table:
-    """Memory per GPU: one column for a single stage, one row per stage for a pipeline."""
+    """Memory per GPU: one column for a single stage, one row per stage for a pipeline. The
+    rows not indented add up to the GPU's memory; free memory is a part of the pool's."""
+
+    def free(s: StagePlan) -> str:
+        return format_bytes(p.stage_free_bytes(s))
+
     columns: list[tuple[str, Callable[[StagePlan], str]]] = [
         ("weights", lambda s: format_bytes(s.weights_bytes)),
         (f"overhead ({p.overhead.source})", lambda s: format_bytes(s.overhead_bytes)),
         ("KV cache pool", lambda s: format_bytes(s.kv_cache_memory_bytes)),
-        ("free for more work", lambda s: format_bytes(p.stage_free_bytes(s))),
+        *(
+            [("not allocated", lambda s: format_bytes(max(0, _unallocated(p, s))))]
+            if any(_unallocated(p, s) > 0 for s in p.stages)
+            else []
+        ),
+        ("  free for more work (within the above)", free),
         (
             f"held back ({1 - float(p.gpu_memory_utilization):g} of the GPU)",
             lambda s: format_bytes(p.headroom_bytes),
@@ -215,6 +227,13 @@ def _memory_table(p: Plan) -> Table:
         ],
         title,
     )
+
+
+def _unallocated(p: Plan, s: StagePlan) -> int:
+    """Usable memory of stage ``s`` that neither weights, overhead nor the pool take (a pool
+    given with --kv-cache-memory can leave some): the rows above it then add up to the GPU."""
+    used = s.weights_bytes + s.overhead_bytes + s.kv_cache_memory_bytes
+    return p.total_memory_bytes - p.headroom_bytes - used
 
 
 def _titled(columns: Any, rows: Any, title: str) -> Table:
