@@ -213,9 +213,7 @@ def _counts() -> list[tuple[str, str, int]]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("path", "pattern", "expected"), _counts(), ids=lambda v: str(v)[:40]
-)
+@pytest.mark.parametrize(("path", "pattern", "expected"), _counts(), ids=lambda v: str(v)[:40])
 def test_every_count_in_the_docs_is_computed(path: str, pattern: str, expected: int) -> None:
     text = (ROOT / path).read_text(encoding="utf-8")
     found = re.findall(pattern, text)
@@ -307,3 +305,40 @@ def test_api_example_runs_and_prints_what_it_says(
     exec(compile(code, "docs/api.md", "exec"), {})
     if expected:  # an example whose output depends on the machine states none
         assert _strip(capsys.readouterr().out) == expected
+
+
+def test_the_readme_budget_paragraph_states_what_check_prints() -> None:
+    """The figures the prose above the budget example states are those kvplan check gives."""
+    doc = json.loads(
+        runner.invoke(app, ["check", str(ROOT / "examples" / "budget.yaml"), "-f", "json"]).stdout
+    )
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(
+        r"fails (\d+) of its (\d+) assertions: on (\d+) H100s, (\d+) requests reach only"
+        r" ([\d,]+) tokens each\s+and ([\d.]+) GiB stays free, and an L4 holds (\d+) requests",
+        text,
+    )
+    assert found, "README.md: the budget paragraph no longer states its figures"
+    by = {(r["deployment"], r["assertion"]): r for r in doc["results"]}
+    context = by[("chat-prod", "min_context_at_concurrency")]
+    free = by[("chat-prod", "min_free_memory")]["actual"]
+    assert int(found[1]) == doc["num_failed"]
+    assert int(found[2]) == doc["num_assertions"]
+    assert int(found[5].replace(",", "")) == context["actual"]
+    assert found[6] == f"{free / 2**30:.2f}"
+    assert int(found[7]) == by[("edge", "min_concurrency")]["actual"]
+    budget = (ROOT / "examples" / "budget.yaml").read_text(encoding="utf-8")
+    assert f"tensor_parallel_size: {found[3]}" in budget
+    assert f"concurrency: {found[4]}," in budget
+
+
+def test_readme_examples_name_files_the_repository_holds_or_say_placeholder() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            command, _, comment = line.partition("#")
+            for word in shlex.split(command)[1:]:
+                if word.endswith((".jsonl", ".csv", ".log", ".gguf")):
+                    assert (ROOT / word).is_file(), f"README.md: {word} is not in the repository"
+            if "MY_" in command:
+                assert "placeholder" in comment, line
