@@ -652,3 +652,129 @@ def test_folder_and_hub_headers_count_alike(tmp_path: Path) -> None:
     assert remote.how == "safetensors headers of 1 file(s) on the Hub"
     with pytest.raises(SpecError, match=r"^acme/x@main/model.safetensors: not a safetensors"):
         weights_from_headers({"acme/x@main/model.safetensors": {"a": {"dtype": "BF16"}}}, {})
+
+
+# --- the written spec reads like a bundled one -----------------------------------------------
+
+# Keys the bundled spec states from elsewhere than its config.json (a model card's total, a
+# key the config leaves out, the layer kinds written out); the cache is the same layer for
+# layer (test_import_matches_the_bundled_spec).
+STATED_ELSEWHERE: dict[str, set[str]] = {
+    **{
+        n: {"num_parameters", "num_active_parameters"}
+        for n in ("deepseek-r1", "deepseek-v2", "deepseek-v2-lite", "deepseek-v3", "glm-4.5")
+    },
+    **{n: {"num_parameters", "num_active_parameters"} for n in ("gpt-oss-20b", "gpt-oss-120b")},
+    **{n: {"num_parameters"} for n in ("llama-2-7b", "llama-2-13b", "llama-2-70b")},
+    **{n: {"intermediate_size"} for n in ("dbrx", "falcon-7b", "falcon-40b", "lfm2-1.2b")},
+    **{
+        n: {"num_active_parameters"}
+        for n in ("kimi-k2", "kimi-k2-0905", "llama-4-scout", "llama-4-scout-instruct")
+    },
+    **{n: {"num_active_parameters"} for n in ("mixtral-8x7b", "mixtral-8x22b")},
+    "llama-4-maverick": {"num_active_parameters", "tie_word_embeddings"},
+    "mistral-small-3.1-24b": {"tie_word_embeddings"},
+    "kimi-k2.5": {"weight_dtype", "num_quantized_parameters"},
+    "llama-3.3-70b": {"head_dim"},
+    "minicpm3-4b": {"num_key_value_heads"},
+    # 40 layers, a pattern of 10 repeated 4 times: the bundled spec lists all 40
+    "granite-4.0-h-small": {"layer_types", "layer_types_pattern"},
+}
+_NAMING_KEYS = {"name", "hf_id", "aliases", "source"}
+
+
+def _spec_keys(spec: Any) -> list[str]:
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(spec) if not f.name.startswith("_")]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_written_spec_loads_to_the_bundled_spec(name: str) -> None:
+    from kvplan.importers import spec_yaml
+
+    text = spec_yaml(import_config(FIXTURES / name))
+    written = parse_spec(yaml.safe_load(text))
+    bundled = load_model(name)
+    differ = {
+        key
+        for key in _spec_keys(bundled)
+        if key not in _NAMING_KEYS and getattr(written, key) != getattr(bundled, key)
+    }
+    assert differ == STATED_ELSEWHERE.get(name, set())
+    assert written.layers == bundled.layers
+
+
+def _body(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+def test_import_reads_like_the_bundled_qwen3_8b() -> None:
+    result = runner.invoke(app, ["import", str(FIXTURES / "qwen3-8b" / "config.json")])
+    assert result.exit_code == 0, result.stderr
+    lines = _body(result.stdout)
+    assert not any(line.startswith(("{", " ")) for line in lines)  # block style, one line a key
+    keys = [line.split(":", 1)[0] for line in lines]
+    bundled = (specs_dir() / "qwen3-8b.yaml").read_text(encoding="utf-8")
+    bundled_keys = [line.split(":", 1)[0] for line in _body(bundled)]
+    # the bundled spec's order; it also names its HF id and Ollama alias, which a file lacks
+    assert keys == [k for k in bundled_keys if k not in ("hf_id", "aliases")]
+    source = next(line for line in lines if line.startswith("source: "))
+    assert source.startswith('source: "')
+    assert "config.json; num_parameters computed from the config's shapes: 8,190,735,360" in source
+    assert lines[0] == "name: qwen3-8b"
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_written_keys_follow_the_spec_order(name: str) -> None:
+    from kvplan.importers import spec_yaml
+    from kvplan.spec import ModelSpec
+
+    imported = import_config(FIXTURES / name)
+    lines = _body(spec_yaml(imported))
+    keys = [line.split(":", 1)[0] for line in lines if not line.startswith(" ")]
+    order = [k for k in _spec_keys(ModelSpec) if k in imported.data]
+    assert keys == order
+    assert len(keys) == len(lines)  # no key's value runs onto a second line
+
+
+def test_periodic_layer_types_written_as_the_pattern() -> None:
+    # gpt-oss-20b config.json: 24 layer_types alternating sliding_attention, full_attention
+    data = import_config(FIXTURES / "gpt-oss-20b").data
+    assert "layer_types" not in data
+    assert data["layer_types_pattern"] == ["sliding_attention", "full_attention"]
+    # SmolLM3: 36 full_attention layers and no window: the default, so no key at all
+    data = import_config(FIXTURES / "smollm3-3b").data
+    assert "layer_types" not in data
+    assert "layer_types_pattern" not in data
+
+
+def test_a_line_break_read_from_the_file_stays_in_its_value(tmp_path: Path) -> None:
+    config = json.loads((FIXTURES / "qwen3-8b" / "config.json").read_text(encoding="utf-8"))
+    config["quantization_config"] = {"quant_method": "odd\nname: other\n# x"}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    result = runner.invoke(app, ["import", str(tmp_path / "config.json"), "--name", "q"])
+    assert result.exit_code == 0, result.stderr
+    doc = yaml.safe_load(result.stdout)
+    assert doc["name"] == "q"
+    assert "odd\nname: other" in doc["source"]
+    assert sum(line.startswith("name:") for line in result.stdout.splitlines()) == 1
+
+
+def test_existing_output_is_kept_when_the_import_fails(tmp_path: Path) -> None:
+    out = tmp_path / "mine.yaml"
+    out.write_text("my notes\n")
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "no-such-type", "num_hidden_layers": 2}')
+    result = runner.invoke(app, ["import", str(bad), "-o", str(out), "--force"])
+    assert result.exit_code == 2
+    assert out.read_text() == "my notes\n"
+    # without --force the file is refused before the model is read (the Hub may be slow):
+    # a model that does not exist is not even looked for
+    result = runner.invoke(app, ["import", str(tmp_path / "missing"), "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr == f"kvplan: error: {out}: exists; pass --force to overwrite it\n"
+    result = runner.invoke(app, ["import", str(FIXTURES / "falcon-7b"), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "exists; pass --force" in result.stderr
+    assert out.read_text() == "my notes\n"

@@ -55,7 +55,7 @@ def import_(
     """
     from kvplan import importers
     from kvplan.errors import UnitError
-    from kvplan.files import write_atomic
+    from kvplan.files import refuse_existing, write_atomic
 
     def run() -> None:
         if (path is None) == (hub is None):
@@ -63,6 +63,8 @@ def import_(
                 "give a config.json, a model folder or a .gguf file, or --hub ORG/NAME"
                 " (one of them)"
             )
+        if out is not None:  # before the reading, which may take a while on the Hub
+            refuse_existing(out, force=force)
         if hub is not None:
             from kvplan.importers.hub import import_from_hub
 

@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kvplan.errors import SpecError
 from kvplan.files import is_file, is_folder, read_text
 from kvplan.importers.parameters import Count, quantized_format
-from kvplan.importers.reading import CONFIG_NAME, NESTED, Config, Reading, mapping, read_json, whole
+from kvplan.importers.reading import (
+    CONFIG_NAME,
+    NESTED,
+    Config,
+    Reading,
+    compact_layer_types,
+    mapping,
+    read_json,
+    whole,
+)
 from kvplan.importers.registry import (
     is_wrapper,
     rule_for,
@@ -251,7 +260,8 @@ def import_config(
     if isinstance(hub, str) and hub.count("/") == 1 and not hub.startswith((".", "/")):
         ordered["hf_id"] = hub
     origin = f"{hf_id} {CONFIG_NAME}" if hf_id else shown
-    ordered["source"] = f"imported from {origin}" + (f"; {'; '.join(notes)}" if notes else "")
+    ordered["source"] = origin + (f"; {'; '.join(notes)}" if notes else "")
+    compact_layer_types(data)  # after the counts, which read the layer kinds one by one
     ordered.update(data)
     spec = parse_spec(ordered, shown)
     if computed is not None:
@@ -337,13 +347,48 @@ def _default_name(path: Path, config: Config) -> str:
 
 
 def spec_yaml(imported: Imported) -> str:
-    """The imported spec as YAML: a comment with each derivation, then the keys in spec order
-    (lists of layer kinds on one line, as in the bundled specs)."""
+    """The imported spec as YAML that reads like a bundled one (model_specs/*.yaml): a comment
+    with each derivation, then one ``key: value`` line per key in the spec's own key order,
+    ``source`` on one line, lists of layer kinds in brackets on one line, a nested mapping
+    (``stored_weight_bytes``) indented below its key."""
+    lines = [f"# Imported from {_one_line(imported.config_path)} by kvplan import."]
+    lines += [f"# - {_one_line(note)}" for note in imported.notes]
+    order = {f.name: i for i, f in enumerate(fields(ModelSpec))}
+    keys = sorted(imported.data, key=lambda k: order.get(k, len(order)))
+    lines += _yaml_lines(imported.data, keys, "")
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (line breaks included: a value read from a file
+    may hold one) as one space, so a comment stays one comment line."""
+    return " ".join(text.split())
+
+
+def _yaml_lines(data: Mapping[str, Any], keys: list[str], indent: str) -> list[str]:
+    """Block-style ``key: value`` lines: a scalar or a list of scalars on the key's line (a
+    list in brackets), a mapping on the lines below, indented two spaces."""
+    lines: list[str] = []
+    for key in keys:
+        value = data[key]
+        if isinstance(value, Mapping):
+            lines.append(f"{indent}{key}:")
+            lines += _yaml_lines(value, list(value), indent + "  ")
+        elif isinstance(value, list | tuple):
+            lines.append(f"{indent}{key}: [{', '.join(_scalar(v) for v in value)}]")
+        else:
+            lines.append(f"{indent}{key}: {_scalar(value)}")
+    return lines
+
+
+def _scalar(value: Any) -> str:
+    """One YAML scalar on one line: plain where YAML reads it back as the same value, else in
+    double quotes (a JSON string is a YAML double-quoted scalar), as ``source`` needs for its
+    ``key: value`` notes."""
     import yaml
 
-    lines = [f"# Imported from {imported.config_path} by kvplan import."]
-    lines += [f"# - {note}" for note in imported.notes]
-    body = yaml.safe_dump(
-        imported.data, sort_keys=False, default_flow_style=None, width=100, allow_unicode=True
-    )
-    return "\n".join(lines) + "\n" + body
+    text: str = yaml.safe_dump(value, default_flow_style=True, width=1 << 30, allow_unicode=True)
+    text = text.removesuffix("\n").removesuffix("\n...")
+    if isinstance(value, str) and text.startswith(("'", '"')):
+        return json.dumps(value, ensure_ascii=False)
+    return text

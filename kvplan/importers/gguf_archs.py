@@ -18,6 +18,7 @@ from typing import Any
 
 from kvplan.errors import SpecError
 from kvplan.importers.gguf_format import GGUFArray
+from kvplan.importers.reading import compact_layer_types
 from kvplan.spec import MAX_DIM, MAX_LAYERS, MAX_TOKENS
 
 
@@ -261,7 +262,8 @@ def map_architecture(
     if any(k != "full_attention" for k in kinds) and arch.layers is None:
         spec["layer_types"] = kinds
     elif any(k != "full_attention" for k in kinds):
-        _compact(kinds, spec)
+        spec["layer_types"] = kinds
+        compact_layer_types(spec)
     if max(ff):
         spec["intermediate_size"] = max(ff)
     context = m.whole("context_length", None, MAX_TOKENS)
@@ -303,16 +305,3 @@ def _head_dims(m: Meta, spec: dict[str, Any]) -> None:
         spec["head_dim"] = key
     if value and value != (key or spec["hidden_size"] // spec["num_attention_heads"]):
         spec["v_head_dim"] = value
-
-
-def _compact(kinds: list[str], spec: dict[str, Any]) -> None:
-    """``layer_types_pattern`` when the kinds repeat a short pattern from layer 0 (the bundled
-    specs' form), else the full ``layer_types`` list."""
-    n = len(kinds)
-    for length in range(1, n + 1):
-        if all(kinds[i] == kinds[i % length] for i in range(n)):
-            if length < n:
-                spec["layer_types_pattern"] = kinds[:length]
-            else:
-                spec["layer_types"] = kinds
-            return

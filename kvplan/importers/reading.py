@@ -101,3 +101,22 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(str(path), ["must be a JSON object"])
     return data
+
+
+def compact_layer_types(spec: dict[str, Any]) -> None:
+    """Rewrite ``spec["layer_types"]`` in the bundled specs' form: ``layer_types_pattern``
+    when the kinds repeat a pattern at least twice from layer 0 (gpt-oss: 24 kinds ->
+    ``[sliding_attention, full_attention]``; Gemma 3 27B: 62 kinds, a pattern of 6), no key
+    when every layer is full attention and no window or chunk would make the default another
+    kind, the list as it is otherwise. The layers the spec builds are the same."""
+    kinds = spec.get("layer_types")
+    if not isinstance(kinds, list) or not kinds:
+        return
+    n = len(kinds)
+    period = next(p for p in range(1, n + 1) if all(kinds[i] == kinds[i % p] for i in range(n)))
+    if 2 * period > n:  # not seen to repeat: the list as the file has it
+        return
+    del spec["layer_types"]
+    default_full = all(spec.get(k) is None for k in ("sliding_window", "attention_chunk_size"))
+    if not (kinds[0] == "full_attention" and period == 1 and default_full):
+        spec["layer_types_pattern"] = kinds[:period]
