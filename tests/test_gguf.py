@@ -518,3 +518,64 @@ def test_import_writes_a_spec_that_loads_back(llama: Path, tmp_path: Path) -> No
     assert spec.stored_weight_bytes is not None
     assert spec.stored_weight_bytes.layers_bytes == (13_910_016, 13_910_016)
     assert model_weights(spec).total_bytes == TINY_LLAMA_WEIGHT_BYTES
+
+
+# --- the model's name: general.name, shown safely ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("general_name", "expected"),
+    [
+        ("Meta Llama 3.1 8B Instruct", "meta-llama-3.1-8b-instruct"),
+        ("Qwen3 235B A22B", "qwen3-235b-a22b"),
+        ("  Mistral/Small 24B  ", "mistral-small-24b"),
+        # markup and control characters are never printed: each run becomes one dash
+        ("[bold]Evil[/bold]\nname\x1b[31m", "bold-evil-bold-name-31m"),
+        # 200 letters: cut at 96
+        ("x" * 200, "x" * 96),
+        # nothing printable: the file name (Tiny-Llama-Q4_K_M.gguf)
+        ("[ ]  \t", "tiny-llama-q4_k_m"),
+        ("", "tiny-llama-q4_k_m"),
+    ],
+    ids=["llama", "qwen", "slash", "markup", "long", "punctuation", "empty"],
+)
+def test_name_is_general_name(tmp_path: Path, general_name: str, expected: str) -> None:
+    keys = {**_llama_keys(), "general.name": general_name}
+    path = write_gguf(tmp_path / "Tiny-Llama-Q4_K_M.gguf", "llama", keys, _llama_tensors())[0]
+    imported = import_gguf(path)
+    assert imported.spec.name == expected
+    stated = expected != "tiny-llama-q4_k_m"
+    assert (f"name {expected}: general.name" in imported.data["source"]) is stated
+    assert import_gguf(path, "mine").spec.name == "mine"  # --name wins
+
+
+def test_name_without_general_name_is_the_file_stem(llama: Path) -> None:
+    assert "general.name" not in read_gguf_header(llama).metadata
+    assert import_gguf(llama).spec.name == "tiny-llama-q4_k_m"
+
+
+def test_cli_names_gguf_after_general_name(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    keys = {**_llama_keys(), "general.name": "Meta Llama 3.1 8B Instruct"}
+    path = write_gguf(tmp_path / "model-q4.gguf", "llama", keys, _llama_tensors())[0]
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "\nname: meta-llama-3.1-8b-instruct\n" in result.stdout
+    result = runner.invoke(app, ["calc", str(path), "-c", "1K"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("meta-llama-3.1-8b-instruct")
+
+
+def test_gguf_spec_yaml_is_block_style(llama: Path) -> None:
+    import yaml
+
+    text = spec_yaml(import_gguf(llama))
+    assert "{" not in text
+    # the exact weights as a block mapping under their key, each layer's bytes on one line
+    assert "\nstored_weight_bytes:\n  embedding_bytes: 73728000\n" in text
+    assert "\n  layers_bytes: [13910016, 13910016]\n" in text
+    assert parse_spec(yaml.safe_load(text)) == import_gguf(llama).spec

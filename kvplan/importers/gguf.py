@@ -34,6 +34,8 @@ _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 _LAYER = re.compile(r"^blk\.(\d{1,6})\.")
 #: Split files llama-gguf-split writes at most (5 digits).
 _MAX_PARTS = 99_999
+#: The longest name taken from ``general.name``; a longer one is cut.
+_NAME_CHARS = 96
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +104,13 @@ def import_gguf(path: str | Path, name: str | None = None) -> GGUFImported:
         raise SpecError(shown, e.problems) from None
     notes.insert(0, "torch_dtype float16: llama.cpp's default cache type (-ctk/-ctv f16)")
     notes.append(_weights_note(weights, metadata))
-    label = name or _stem(Path(shown)).lower()
+    stated = _display_name(metadata.get("general.name"))
+    if name is None and stated is not None:
+        notes.insert(0, f"name {stated}: general.name")
+    label = name or stated or _stem(Path(shown)).lower()
     origin = Path(shown).name if len(headers) == 1 else f"{Path(shown).name} (+{len(headers) - 1})"
     ordered: dict[str, Any] = {"name": label}
-    ordered["source"] = f"imported from {origin}; {'; '.join(notes)}"
+    ordered["source"] = f"{origin}; {'; '.join(notes)}"
     ordered.update(data)
     spec = parse_spec(ordered, shown)
     return GGUFImported(spec, ordered, tuple(notes), shown, weights)
@@ -149,6 +154,18 @@ def _read_parts(path: Path) -> list[GGUFHeader]:
             headers[0].path, [f"split.tensors.count {total:,}, but the parts hold {found:,}"]
         )
     return headers
+
+
+def _display_name(value: Any) -> str | None:
+    """``general.name`` as a short name in the catalog's style, safe to print: lower case,
+    letters, digits and ``.`` ``+`` ``_`` kept, every other run (spaces, slashes, control and
+    markup characters) one dash, at most ``_NAME_CHARS`` characters ("Meta Llama 3.1 8B
+    Instruct" -> ``meta-llama-3.1-8b-instruct``). None when nothing printable is left."""
+    if not isinstance(value, str):
+        return None
+    words = (w for w in re.split(r"[^\w.+]+", value.lower()[: 4 * _NAME_CHARS]) if w)
+    shown = "-".join(words)[:_NAME_CHARS].strip("-._+")
+    return shown or None
 
 
 def _stem(path: Path) -> str:
