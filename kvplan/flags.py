@@ -518,6 +518,11 @@ def _llamacpp(t: _Target) -> EngineFlags:
         f"{where}{_sum(('weights', gpu_weights), ('cache', gpu_cache))} of {_gib(budget)};"
         f" embeddings in host memory, compute buffers not counted{quant_note}"
     )
+    from kvplan.engines.llamacpp_plan import model_source
+
+    source = model_source(t.spec.resolved_from or t.spec.name, t.spec)
+    if fits and source.note:
+        note += f"; {source.note}"
     return EngineFlags(
         "llama.cpp",
         _llamacpp_flags(t, cache_type) if fits else (),
@@ -561,12 +566,17 @@ def _llamacpp_per_gpu(t: _Target, weights: Weights, cache_bytes: int) -> list[tu
 
 
 def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
+    from kvplan.engines.llamacpp_plan import model_source
+
     flags = [f"-c {t.n * t.length}", f"-np {t.n}", f"-ctk {cache_type}", f"-ctv {cache_type}"]
     if cache_type not in ("f16", "bf16", "f32"):
         flags.append("-fa on")  # a quantized V cache needs flash attention
     flags.append("-ngl 999")  # every layer on the GPUs, as the verdict counts them
     if t.tp > 1:
         flags.append("-sm layer")
+    # What -m (or -hf) loads, decided as kvplan plan --engine llama.cpp decides it; last, so
+    # the flags before it keep their places. A placeholder's note is in the verdict's note.
+    flags.append(" ".join(model_source(t.spec.resolved_from or t.spec.name, t.spec).args))
     return tuple(flags)
 
 

@@ -236,6 +236,15 @@ _OLLAMA = re.compile(r"^(?P<family>[a-z][a-z0-9.\-]*):(?P<tag>[a-z0-9._\-]+)$")
 _SIZE = re.compile(r"^(?:\d+(?:\.\d+)?[bm]|\d+x\d+b|e\d+b)$")
 
 
+def strip_hub_prefix(text: str) -> str:
+    """``text`` without a leading Hub address (``hf.co/ORG/NAME`` -> ``ORG/NAME``), stripped."""
+    key = text.strip()
+    for prefix in _HUB_PREFIXES:
+        if key.lower().startswith(prefix):
+            return key[len(prefix) :]
+    return key
+
+
 def is_ollama_tag(text: str) -> bool:
     """Whether ``text`` has Ollama's form, ``family:tag`` with no organisation or path.
 
@@ -262,10 +271,7 @@ def read_name(text: str, known: Mapping[str, str]) -> Reading:
     catalog entry, and ModelNotFoundError with the nearest names when no rule finds one.
     """
     state = _State(text, known, [])
-    key = text.strip()
-    for prefix in _HUB_PREFIXES:
-        if key.lower().startswith(prefix):
-            key = key[len(prefix) :]
+    key = strip_hub_prefix(text)
     if is_ollama_tag(key):
         return _read_ollama(state, key.lower())
     if "/" in key:

@@ -183,7 +183,9 @@ def test_cli_json_and_errors() -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["devices"][0]["kv_bytes"] == 1 * GiB
-    assert doc["command"].startswith("llama-server -m llama-3.1-8b -c 8192 -ngl 33")
+    # a catalog name is no file: a placeholder, and the note says where a GGUF comes from
+    assert doc["command"].startswith("llama-server -m MODEL.gguf -c 8192 -ngl 33")
+    assert "convert_hf_to_gguf.py" in doc["command_note"]
     bad = runner.invoke(app, [*args, "-ctv", "q8_0", "-fa", "off"])
     assert bad.exit_code == 2
     assert "flash attention" in bad.stderr
@@ -363,7 +365,7 @@ def test_plan_cli_takes_the_moe_offload_flags() -> None:
     ):
         result = CliRunner().invoke(app, [*base, *flags])
         assert result.exit_code in (0, 1), result.output
-        (command,) = [line for line in result.output.splitlines() if "llama-server" in line]
+        (command,) = [ln for ln in result.output.splitlines() if ln.startswith("llama-server ")]
         assert expected in command
 
 
@@ -383,3 +385,108 @@ def test_partial_offload_says_its_compute_buffers_are_lower_bounds() -> None:
     assert whole.exit_code == 0, whole.output
     assert "-ngl 17 of 17" in whole.stdout
     assert "lower bounds" not in whole.stdout
+
+
+# --- what the command line loads: one decision for plan and flags ----------------------------
+
+_HUB_GGUF = "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF"
+
+
+@pytest.mark.parametrize(
+    ("typed", "args", "note"),
+    [
+        # a .gguf path: -m, as typed (quoted for the shell when it needs it)
+        ("models/Llama-3.1-8B-Q4_K_M.gguf", ("-m", "models/Llama-3.1-8B-Q4_K_M.gguf"), ""),
+        ("my models/x.gguf", ("-m", "'my models/x.gguf'"), ""),
+        # a split model: its first part, which llama.cpp loads the others from
+        ("m-00002-of-00003.gguf", ("-m", "m-00001-of-00003.gguf"), ""),
+        # a Hub GGUF repository: -hf REPO[:QUANT], the Hub address dropped
+        (f"{_HUB_GGUF}:Q4_K_M", ("-hf", f"{_HUB_GGUF}:Q4_K_M"), ""),
+        (f"hf.co/{_HUB_GGUF}:Q8_0", ("-hf", f"{_HUB_GGUF}:Q8_0"), ""),
+        ("unsloth/Qwen3-8B-GGUF", ("-hf", "unsloth/Qwen3-8B-GGUF"), "Q4_K_M"),
+        # neither: a placeholder and what to do
+        ("meta-llama/Llama-3.1-8B", ("-m", "MODEL.gguf"), "convert_hf_to_gguf.py"),
+        ("qwen3:8b", ("-m", "MODEL.gguf"), "ollama show --modelfile qwen3:8b"),
+        ("llama3.1:8b-instruct-q8_0", ("-m", "MODEL.gguf"), "blobs/sha256-<digest>"),
+        ("Qwen/Qwen3-32B-AWQ", ("-m", "MODEL.gguf"), "download a GGUF of it"),
+    ],
+)
+def test_model_source(typed: str, args: tuple[str, str], note: str) -> None:
+    from kvplan.engines.llamacpp_plan import model_source
+
+    source = model_source(typed)
+    assert source.args == args
+    assert note in source.note
+    assert bool(source.note) is bool(note)
+    # a placeholder's note never names a GGUF repository kvplan was not given
+    if source.placeholder:
+        assert "-hf" not in source.note
+
+
+def test_catalog_name_note_names_its_checkpoint() -> None:
+    from kvplan.engines.llamacpp_plan import model_source
+
+    source = model_source("llama-3.1-8b", load_model("llama-3.1-8b"))
+    assert source.placeholder
+    assert "convert meta-llama/Llama-3.1-8B with" in source.note
+
+
+def test_ollama_blob_is_a_gguf_file(tmp_path: Path) -> None:
+    from kvplan.engines.llamacpp_plan import model_source
+
+    # Ollama names its blobs sha256-<hex>, no suffix: the GGUF magic says what it is
+    path = tmp_path / ("sha256-" + "ab" * 32)
+    path.write_bytes(b"GGUF" + bytes(28))
+    assert model_source(str(path)).args == ("-m", str(path))
+
+
+_TYPED = [f"{_HUB_GGUF}:Q4_K_M", "qwen3:8b", "meta-llama/Llama-3.1-8B", "llama-3.1-8b"]
+
+
+@pytest.mark.parametrize("typed", _TYPED)
+def test_plan_and_flags_load_the_same_model(typed: str) -> None:
+    import shlex
+
+    args = ["--gpu", "h100", "-c", "8192"]
+    result = runner.invoke(app, ["plan", typed, *args, "--engine", "llama.cpp", "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads(result.stdout)
+    words = shlex.split(doc["command"])
+    flags = runner.invoke(
+        app, ["flags", typed, *args, "-n", "1", "--engine", "llama.cpp", "-f", "json"]
+    )
+    assert flags.exit_code in (0, 1), flags.output
+    (engine,) = json.loads(flags.stdout)["engines"]
+    loads = shlex.split(engine["flags"][-1])
+    assert loads == words[1:3]  # -m X or -hf X, right after llama-server
+    # an HF id or an Ollama tag is never passed to -m, which takes a file
+    assert words[1:3] != ["-m", typed]
+    if loads[0] == "-m":
+        assert loads[1] == "MODEL.gguf"
+        assert doc["command_note"].startswith("MODEL.gguf: ")
+        assert doc["command_note"] in engine["note"]
+    else:
+        assert doc["command_note"] == ""
+
+
+def test_plan_of_a_local_gguf_passes_its_path(tmp_path: Path) -> None:
+    path = _recorded_case_file("qwen3moe-q4_0-ub256", tmp_path)
+    args = ["plan", path, "--gpu", "h100", "--engine", "llama.cpp", "-c", "1024"]
+    result = runner.invoke(app, [*args, "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads(result.stdout)
+    assert doc["command"].startswith(f"llama-server -m {path} -c 1024 ")
+    assert doc["command_note"] == ""
+    table = runner.invoke(app, args)
+    assert f"llama-server -m {path} -c 1024 " in table.stdout
+    assert "MODEL.gguf" not in table.stdout
+
+
+def test_plan_table_prints_the_note_below_the_command() -> None:
+    args = ["plan", "qwen3:8b", "--gpu", "h100", "--engine", "llama.cpp", "-c", "8192"]
+    result = runner.invoke(app, args)
+    assert result.exit_code in (0, 1), result.output
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("llama-server "))
+    assert lines[at].startswith("llama-server -m MODEL.gguf ")
+    assert lines[at + 1].startswith("  MODEL.gguf: llama-server reads a GGUF file, not an Ollama")

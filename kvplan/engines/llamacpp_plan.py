@@ -19,9 +19,11 @@ layers and context are kvplan's).
 
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.engines import llamacpp
@@ -29,6 +31,7 @@ from kvplan.engines.llamacpp_budget import Buffer, check_cache_types
 from kvplan.engines.llamacpp_compute import MoE, gpu_compute_bytes, host_compute_bytes
 from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
 from kvplan.errors import UnitError
+from kvplan.files import is_file, path_exists
 from kvplan.units import GiB, MiB
 
 if TYPE_CHECKING:
@@ -36,13 +39,96 @@ if TYPE_CHECKING:
     from kvplan.hardware import GPU
     from kvplan.spec import ModelSpec
 
-__all__ = ["FIT_CTX", "LlamaCppAsk", "LlamaCppPlan", "budget", "plan"]
+__all__ = [
+    "FIT_CTX",
+    "PLACEHOLDER_GGUF",
+    "LlamaCppAsk",
+    "LlamaCppPlan",
+    "ModelSource",
+    "budget",
+    "model_source",
+    "plan",
+]
 
 #: llama.cpp's ``--fit-ctx``: the shortest context ``--fit`` reduces to
 FIT_CTX = 4096
 #: llama.cpp's ``--fit-target``: memory ``--fit`` leaves free on each device
 FIT_TARGET_BYTES = 1 * GiB
 _PAD = 256
+#: What ``-m`` is given when kvplan knows no GGUF file or Hub GGUF repo of the model
+PLACEHOLDER_GGUF = "MODEL.gguf"
+# A Hub repository of GGUF files, as its re-uploaders name them (bartowski/...-GGUF,
+# unsloth/..._GGUF), with an optional :QUANT file choice (llama-server -hf REPO[:QUANT]).
+_GGUF_REPO = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]*[-_.]gguf)(?::(?P<quant>[\w.-]+))?$", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """How llama-server is told to load a model: ``flag`` (``-m`` or ``-hf``) and ``value``;
+    ``note`` says what to do when the line does not run as printed (a placeholder file) or
+    what llama-server picks by itself ("" when neither)."""
+
+    flag: str
+    value: str
+    note: str = ""
+
+    @property
+    def placeholder(self) -> bool:
+        return self.flag == "-m" and self.value == PLACEHOLDER_GGUF
+
+    @property
+    def args(self) -> tuple[str, str]:
+        """The two command-line words, the value quoted for a POSIX shell."""
+        return self.flag, shlex.quote(self.value)
+
+
+def model_source(model: str, spec: ModelSpec | None = None) -> ModelSource:
+    """What llama-server's command line loads for ``model`` as the user typed it (``spec``:
+    what it was read as, for the notes). The one place this is decided, for ``kvplan flags``
+    and ``kvplan plan --engine llama.cpp``:
+
+    - a ``.gguf`` path (or an Ollama blob, a file starting with ``GGUF``): ``-m PATH``, the
+      first part of a split model (llama.cpp finds the others beside it);
+    - a Hub GGUF repository, ``ORG/NAME-GGUF[:QUANT]``: ``-hf ORG/NAME-GGUF[:QUANT]``;
+    - anything else (a Hub safetensors repo, a catalog name, a spec or config.json, an Ollama
+      tag): ``-m MODEL.gguf``, a placeholder, with a note on where a GGUF file comes from.
+      kvplan names no GGUF repository it was not given: it cannot know one exists.
+    """
+    from kvplan.importers.gguf import first_part, is_gguf
+    from kvplan.names import is_ollama_tag, strip_hub_prefix
+
+    text = model.strip()
+    path = Path(text)
+    if text.lower().endswith(".gguf") or (is_file(path) and is_gguf(path)):
+        first = first_part(path)
+        return ModelSource("-m", text if first == path else str(first))
+    hub = _GGUF_REPO.match(strip_hub_prefix(text))
+    if hub is not None and not path_exists(path):
+        if hub["quant"]:
+            return ModelSource("-hf", f"{hub['repo']}:{hub['quant']}")
+        return ModelSource(
+            "-hf",
+            hub["repo"],
+            f"-hf {hub['repo']} names no file: llama-server takes the repo's Q4_K_M (else its"
+            " first file); add :QUANT to load the file these figures are for",
+        )
+    if is_ollama_tag(text) and not path_exists(path):
+        note = (
+            f"{PLACEHOLDER_GGUF}: llama-server reads a GGUF file, not an Ollama tag. Ollama keeps"
+            f" {text}'s GGUF as a blob, blobs/sha256-<digest> in its models folder (OLLAMA_MODELS,"
+            f" by default ~/.ollama/models); `ollama show --modelfile {text}` prints that path"
+            " on its FROM line: pass it to -m"
+        )
+    elif spec is not None and spec.stored_weight_bytes is not None:
+        note = f"{PLACEHOLDER_GGUF}: the .gguf file {spec.name} was read from"
+    else:
+        what = (spec.hf_id if spec is not None and spec.hf_id else None) or text
+        note = (
+            f"{PLACEHOLDER_GGUF}: llama-server reads a GGUF file; convert {what} with llama.cpp's"
+            " convert_hf_to_gguf.py (llama-quantize for a smaller format) or download a GGUF"
+            " of it, and pass that file to -m"
+        )
+    return ModelSource("-m", PLACEHOLDER_GGUF, note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +186,7 @@ class LlamaCppPlan:
     headroom_bytes: int  # per GPU
     kv: EngineResult
     solved: str  # "fits", "n_gpu_layers", "n_ctx" or "fit"
+    spec: ModelSpec | None = field(default=None, compare=False, repr=False)  # for the notes
 
     @property
     def n_layer(self) -> int:
@@ -119,10 +206,16 @@ class LlamaCppPlan:
         return tuple(b for d in self.layout.devices for b in d.buffers)
 
     @property
+    def source(self) -> ModelSource:
+        """What the command line loads (``model_source`` of the model as typed)."""
+        return model_source(self.ask.model, self.spec)
+
+    @property
     def command(self) -> str:
-        """The llama-server command line that realises this plan."""
+        """The llama-server command line that realises this plan; ``source.note`` says what
+        to put in place of a placeholder ``-m MODEL.gguf``."""
         a = self.ask
-        parts = ["llama-server", "-m", a.model, "-c", str(self.n_ctx)]
+        parts = ["llama-server", *self.source.args, "-c", str(self.n_ctx)]
         parts += ["-ngl", str(self.n_gpu_layers), "-fa", "on" if a.fa else "off"]
         parts += ["-ub", str(a.n_ubatch), "-b", str(a.n_batch), "-np", str(a.n_seq_max)]
         if (a.type_k, a.type_v) != ("f16", "f16"):
@@ -211,7 +304,7 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
     printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
     return LlamaCppPlan(
         spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
-        headroom if ask.backend != "cpu" else 0, kv, solved,
+        headroom if ask.backend != "cpu" else 0, kv, solved, spec,
     )  # fmt: skip
 
 

@@ -168,6 +168,17 @@ def _display_name(value: Any) -> str | None:
     return shown or None
 
 
+def first_part(path: str | Path) -> Path:
+    """The first file of a split model (``name-00002-of-00003.gguf`` ->
+    ``name-00001-of-00003.gguf``, beside it), which llama.cpp loads the others from; any
+    other path as it is."""
+    path = Path(path)
+    match = _SPLIT.match(path.name)
+    if match is None:
+        return path
+    return path.with_name(f"{match['stem']}-00001-of-{match['count']}.gguf")
+
+
 def _stem(path: Path) -> str:
     match = _SPLIT.match(path.name)
     return (

@@ -400,6 +400,8 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
         "n_gpu_layers": p.n_gpu_layers,
         "n_layer": p.n_layer,
         "command": p.command,
+        # what to pass in place of a placeholder -m MODEL.gguf ("" when the line runs as it is)
+        "command_note": p.source.note,
         "capacity_bytes": p.capacity_bytes,
         "headroom_bytes": p.headroom_bytes,
         "kv_cache_bytes": p.kv.kv_cache_bytes,
@@ -445,7 +447,10 @@ def _compute_note(p: LlamaCppPlan) -> str:
 
 
 def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]:
-    """The ``kvplan plan --engine llama.cpp`` view: per device, then the command line."""
+    """The ``kvplan plan --engine llama.cpp`` view: per device, then the command line (and
+    what to pass for a placeholder ``-m MODEL.gguf``)."""
+    from rich.markup import escape
+
     from kvplan.engines.llamacpp_plan import headroom_note
     from kvplan.views.provenance import resolution_line
 
@@ -466,7 +471,7 @@ def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]
     columns = ["device", "layers", "model", "KV", "compute", "output", "total"]
     return [
         *resolution_line(spec),
-        f"[bold]{p.model}[/bold] on llama.cpp ({p.ask.backend}, {p.gpu.display_name}):"
+        f"[bold]{escape(p.model)}[/bold] on llama.cpp ({p.ask.backend}, {p.gpu.display_name}):"
         f" -c {p.n_ctx:,} -ngl {p.n_gpu_layers} of {p.n_layer + 1}: {verdict}",
         table([(c, "left" if i == 0 else "right") for i, c in enumerate(columns)], rows),
         (
@@ -476,5 +481,6 @@ def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]
             else "CPU backend: every buffer in host memory, which kvplan does not limit"
         )
         + _compute_note(p),
-        p.command,
+        escape(p.command),
+        *([escape(f"  {p.source.note}")] if p.source.note else []),
     ]
