@@ -218,6 +218,43 @@ class AssertionResult:
             return prefix + format_tokens(value) + " tokens"
         return f"{prefix}{value:,}"
 
+    def exact(self, value: int | bool, *, signed: bool = False) -> str:
+        """``value`` once, with its unit, for a report read without the table's columns:
+        ``6 requests``, ``20,480 tokens``, ``128.00 KiB (131,072 bytes)`` (``512 B`` below a
+        KiB, where the two agree), ``yes``."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        prefix = "+" if signed and value >= 0 else ""
+        if self.unit == "bytes":
+            shown = format_bytes(value)
+            if abs(value) < 1024:
+                return prefix + shown
+            return f"{prefix}{shown} ({prefix}{value:,} bytes)"
+        if self.unit == "requests":
+            return f"{prefix}{value:,} request{'' if abs(value) == 1 else 's'}"
+        return self.show(value, signed=signed)
+
+    @property
+    def described(self) -> str:
+        """The requirement and the plan's value, each once with its unit: ``required >= 12
+        requests, actual 6 requests`` (``<=`` for a ``max_*`` bound; ``fits``: ``required yes,
+        actual no``)."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return f"required {self.exact(self.required)}, actual {self.exact(self.actual)}"
+        bound = "<=" if self.assertion.startswith("max_") else ">="
+        return f"required {bound} {self.exact(self.required)}, actual {self.exact(self.actual)}"
+
+    @property
+    def exact_margin(self) -> str:
+        """``margin`` with the unit and exact bytes of ``exact``: ``-6 requests (-50%)``;
+        "" for a yes/no assertion."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return ""
+        sign = -1 if self.assertion.startswith("max_") else 1
+        diff = sign * (self.actual - self.required)
+        share = f" ({100 * diff / self.required:+.0f}%)" if self.required else ""
+        return f"{self.exact(diff, signed=True)}{share}"
+
 
 @dataclass(frozen=True, slots=True)
 class DeploymentFacts:

@@ -75,7 +75,7 @@ def test_failing_budget_exits_1_with_junit(tmp_path: Path) -> None:
     assert set(failed) == {"min_concurrency", "min_context_at_concurrency"}
     message = failed["min_concurrency"]
     assert message is not None
-    assert message.get("message") == "min_concurrency: required 11, actual 10"
+    assert message.get("message") == "min_concurrency: required >= 11 requests, actual 10 requests"
     assert root.get("failures") == "2"
     # a rerun may overwrite its own report
     again = runner.invoke(app, ["check", str(budget), "--junit-xml", str(report)])
@@ -366,3 +366,90 @@ def test_vllm_budget_counts_requests_as_the_version_does(
     (checked,) = json.loads(result.stdout)["results"]
     assert checked["actual"] == requests
     assert result.exit_code == (0 if requests else 1)
+
+
+# JUnit reports each value once, with its unit (it said "required 12 (12), actual 6 (6)").
+EVERY_KIND_FAILING = (
+    PASSING.replace("min_concurrency: 10", "min_concurrency: 11")
+    .replace("tokens: 20480", "tokens: 20481")
+    .replace("max_kv_bytes_per_token: 128KiB", "max_kv_bytes_per_token: 64KiB")
+    .replace("min_kv_cache_tokens: 327680", "min_kv_cache_tokens: 327681")
+    .replace("fits: true", "fits: false")
+)
+
+
+def test_junit_states_each_value_once_with_its_unit(tmp_path: Path) -> None:
+    budget = write(tmp_path, EVERY_KIND_FAILING)
+    report = tmp_path / "report.xml"
+    result = runner.invoke(app, ["check", str(budget), "--junit-xml", str(report)])
+    assert result.exit_code == 1, result.output
+    failures = {
+        c.get("name"): c.find("failure") for c in ET.parse(report).getroot().iter("testcase")
+    }
+    messages = {name: f.get("message") for name, f in failures.items() if f is not None}
+    texts = {name: f.text for name, f in failures.items() if f is not None}
+    assert messages == {
+        # 10 requests fit (PASSING's comment), 11 asked
+        "min_concurrency": "min_concurrency: required >= 11 requests, actual 10 requests",
+        # 16 requests reach 20,480 tokens each
+        "min_context_at_concurrency": "min_context_at_concurrency: required >= 20,481 tokens,"
+        " actual 20,480 tokens",
+        # 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B = 128 KiB per token; 64 KiB asked
+        "max_kv_bytes_per_token": "max_kv_bytes_per_token: required <= 64.00 KiB (65,536 bytes),"
+        " actual 128.00 KiB (131,072 bytes)",
+        # 20,480 blocks x 16 tokens = 327,680
+        "min_kv_cache_tokens": "min_kv_cache_tokens: required >= 327,681 tokens,"
+        " actual 327,680 tokens",
+        "fits": "fits: required no, actual yes",
+    }
+    # margins: 10 - 11 = -1 of 11 (-9%); 64 KiB - 128 KiB = -65,536 B (-100%)
+    assert texts["min_concurrency"] == (
+        "chat: min_concurrency: required >= 11 requests, actual 10 requests,"
+        " margin -1 request (-9%)"
+    )
+    assert texts["max_kv_bytes_per_token"].endswith(", margin -64.00 KiB (-65,536 bytes) (-100%)")
+    assert texts["fits"] == "chat: fits: required no, actual yes"
+    # no value shown twice, such as "11 (11)"
+    for text in [*messages.values(), *texts.values()]:
+        assert "(11)" not in text
+        assert "(10)" not in text
+        assert "(20480)" not in text
+
+
+@pytest.mark.parametrize(
+    ("assertion", "unit", "required", "actual", "described"),
+    [
+        # 2 GiB = 2,147,483,648 B; 1 GiB = 1,073,741,824 B
+        (
+            "min_free_memory",
+            "bytes",
+            2 << 30,
+            1 << 30,
+            "required >= 2.00 GiB (2,147,483,648 bytes), actual 1.00 GiB (1,073,741,824 bytes)",
+        ),
+        # below 1 KiB the display is already the exact count
+        (
+            "max_kv_bytes_per_token",
+            "bytes",
+            512,
+            1_024,
+            "required <= 512 B, actual 1.00 KiB (1,024 bytes)",
+        ),
+        ("min_concurrency", "requests", 1, 0, "required >= 1 request, actual 0 requests"),
+        (
+            "min_kv_cache_tokens",
+            "tokens",
+            32_768,
+            4_096,
+            "required >= 32,768 tokens, actual 4,096 tokens",
+        ),
+        ("fits", "bool", True, False, "required yes, actual no"),
+    ],
+)
+def test_assertion_described_in_its_unit(
+    assertion: str, unit: str, required: int | bool, actual: int | bool, described: str
+) -> None:
+    from kvplan.budget import AssertionResult
+
+    r = AssertionResult("d", assertion, required, actual, False, None, unit)
+    assert r.described == described

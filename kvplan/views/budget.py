@@ -103,18 +103,12 @@ def junit_xml(checked: list[tuple[str, list[AssertionResult]]]) -> str:
             )
             if not r.passed:
                 suite.set("failures", str(int(suite.get("failures", "0")) + 1))
+                # each value once, with its unit: "required >= 12 requests, actual 6 requests"
                 failure = ET.SubElement(
-                    case,
-                    "failure",
-                    message=f"{r.assertion}: required {r.show(r.required)},"
-                    f" actual {r.show(r.actual)}",
-                    type="BudgetAssertion",
+                    case, "failure", message=f"{r.assertion}: {r.described}", type="BudgetAssertion"
                 )
-                failure.text = (
-                    f"{r.deployment}: {r.assertion} required {r.required!r}"
-                    f" ({r.show(r.required)}), actual {r.actual!r} ({r.show(r.actual)}),"
-                    f" margin {r.margin}"
-                )
+                margin = f", margin {r.exact_margin}" if r.exact_margin else ""
+                failure.text = f"{r.deployment}: {r.assertion}: {r.described}{margin}"
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -207,5 +201,3 @@ def diff_view(d: Diff) -> list[RenderableType]:
     if all(m.change == "unchanged" for m in d.metrics):
         out.append("  none of the answers changes")
     return out
-
-
