@@ -5,8 +5,9 @@ One module per command group (``calc``: calc, models, show; ``plan``: plan, gpus
 ``engines``: reconcile, flags; ``budget``: check, diff, schema; ``importing``: import,
 architectures; ``probe``; ``perf``: perf, compare, chart), each command a short function that
 parses its options, calls one library function and hands the result to a view
-(``kvplan.views``). What they share -- the app, exit codes, the error guard, option types --
-is in ``kvplan.cli.common``, which imports no command module.
+(``kvplan.views``). What they share -- the app, exit codes, the error guard, parser errors
+and completion -- is in ``kvplan.cli.common``; the options several commands take are defined
+once in ``kvplan.cli.options``. Neither imports a command module.
 
 Kept light on purpose: importing this package must not import every spec, torch or anything
 heavy, so that ``kvplan --help`` and a ``calc`` start about as fast as typer itself.

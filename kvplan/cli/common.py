@@ -1,5 +1,6 @@
-"""What every command module of ``kvplan.cli`` shares: the app, exit codes, the output-format
-switch, the error guard, option parsing, printing, shared option types and completion.
+"""What every command module of ``kvplan.cli`` shares: the app, exit codes, the error guard,
+parser errors and completion, option parsing and printing. The shared option types are defined
+in ``kvplan.cli.options`` and re-exported here under their old names.
 
 Kept light on purpose: importing it imports typer and nothing of kvplan's heavy parts, so
 that ``kvplan --help`` starts about as fast as typer itself. No ``from __future__ import
@@ -10,13 +11,25 @@ several times per command on every start.
 import json
 import os
 import sys
-from collections.abc import Callable
-from enum import Enum, IntEnum
+from collections.abc import Callable, Sequence
+from enum import IntEnum
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from typer.core import TyperGroup, TyperOption
 
 from kvplan import __version__
+from kvplan.cli.options import EngineOpt as EngineOpt
+from kvplan.cli.options import FormatOpt as FormatOpt
+from kvplan.cli.options import GpuOpt as GpuOpt
+from kvplan.cli.options import ModelArg as ModelArg
+from kvplan.cli.options import OptionalKvCacheDtypeOpt
+from kvplan.cli.options import OutputFormat as OutputFormat
+from kvplan.cli.options import QuantizationOpt as QuantizationOpt
+from kvplan.cli.options import TpOpt as TpOpt
+from kvplan.cli.options import complete_gpu as complete_gpu
+from kvplan.cli.options import complete_model as complete_model
+from kvplan.cli.options import gpu_option as gpu_option
 from kvplan.errors import KvplanError
 from kvplan.progress import set_quiet
 
@@ -33,11 +46,6 @@ class ExitCode(IntEnum):
     CHECK_FAILED = 1
     USAGE = 2
     UNAVAILABLE = 3
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
 
 
 EXIT_CODES_HELP = (
@@ -79,7 +87,141 @@ def exit_codes_epilog(command: str) -> str:
     return f"Exit codes: {COMMAND_EXIT_CODES[command]}."
 
 
+#: the old name of ``OptionalKvCacheDtypeOpt`` (``kvplan.cli.options``)
+KvDtypeOpt = OptionalKvCacheDtypeOpt
+
+
+# -- parser errors and completion -----------------------------------------------------------------
+
+
+def _click() -> Any:
+    """The click that typer parses with: typer 0.28 carries its own copy, older typer uses
+    the click package."""
+    import importlib
+
+    try:
+        return importlib.import_module("typer._click")
+    except ImportError:  # typer < 0.28
+        return importlib.import_module("click")
+
+
+def parser_error_line(error: Any) -> str:
+    """A parser error of click (an unknown option, a missing argument, a value of the wrong
+    type, a choice not offered) as one line: the command, click's message naming the option
+    and what it allows, and where to look."""
+    ctx = getattr(error, "ctx", None)
+    message = " ".join(error.format_message().split()).rstrip(".")
+    param = getattr(error, "param", None)
+    describe = getattr(getattr(param, "type", None), "_describe_range", None)
+    for wrong in (" is not a valid int range", " is not a valid integer range"):
+        if message.endswith(wrong) and describe is not None:
+            # click names the type ("int range"), not what it takes: "'abc' is not a whole
+            # number; allowed: x>=1"
+            message = message.removesuffix(wrong) + f" is not a whole number; allowed: {describe()}"
+    if ctx is None:
+        return message
+    path = ctx.command_path
+    command = path.partition(" ")[2]
+    if not command:
+        return f"{message}; `{path} --help` lists the commands and options"
+    return f"{command}: {message}; `{path} --help` lists its options"
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+_COMPLETION_HELP = {
+    "install_completion": "Install completion for SHELL (bash, zsh, fish, powershell, pwsh)"
+    " if one follows, else for the shell this runs in.",
+    "show_completion": "Print the completion script for SHELL (bash, zsh, fish, powershell,"
+    " pwsh) if one follows, else for the shell this runs in, to copy it or customize the"
+    " installation.",
+}
+
+
+def _named_shell(args: Sequence[str], flag: str) -> str | None:
+    """The shell named after ``flag`` (``--show-completion zsh`` or ``--show-completion=zsh``)
+    among kvplan's own options, before any command; None when no shell is named."""
+    for index, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            return arg.partition("=")[2]
+        if arg == flag:
+            following = args[index + 1] if index + 1 < len(args) else None
+            return following if following and not following.startswith("-") else None
+        if not arg.startswith("-"):
+            return None  # a command: its own arguments follow
+    return None
+
+
+def _complete_for(ctx: Any, args: Sequence[str]) -> None:
+    """``--show-completion SHELL`` / ``--install-completion SHELL``: typer's script or
+    installation for that shell, whatever shell runs kvplan (typer takes a bare flag and
+    reads the shell from the environment, and would take the name for a command)."""
+    from typer.completion import install_callback, show_callback
+
+    actions: tuple[tuple[str, Callable[..., Any]], ...] = (
+        ("--show-completion", show_callback),
+        ("--install-completion", install_callback),
+    )
+    for flag, action in actions:
+        shell = _named_shell(args, flag)
+        if shell is None:
+            continue
+        if shell not in SHELLS:
+            raise typer.BadParameter(
+                f"{shell!r} is not a shell kvplan completes; allowed: {', '.join(SHELLS)}",
+                ctx=ctx,
+                param_hint=f"'{flag}'",
+            )
+        action(ctx, None, shell)  # prints or installs, then exits 0
+
+
+class KvplanGroup(TyperGroup):
+    """kvplan's top-level command: a parser error is one ``kvplan: error:`` line on stderr
+    and exit code 2, as every other kvplan error, instead of click's usage block."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:
+            if isinstance(param, TyperOption) and param.name in _COMPLETION_HELP:
+                param.help = _COMPLETION_HELP[param.name]
+        return params
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _complete_for(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        more = {"prog_name": prog_name, "complete_var": complete_var, **extra}
+        more["windows_expand_args"] = windows_expand_args
+        if not standalone_mode:
+            return super().main(args, standalone_mode=False, **more)
+        click = _click()
+        help_error = getattr(click.exceptions, "NoArgsIsHelpError", ())
+        try:
+            code = super().main(args, standalone_mode=False, **more)
+        except help_error as e:  # bare `kvplan`: the help, as click prints it
+            e.show()
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            typer.echo(f"kvplan: error: {parser_error_line(e)}", err=True)
+            sys.exit(int(ExitCode.USAGE))
+        except typer.Abort:
+            typer.echo("kvplan: error: aborted", err=True)
+            sys.exit(1)
+        # not standalone, click returns an Exit's code, or the command's return value (None)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=KvplanGroup,
     name="kvplan",
     help="How much GPU memory does the KV cache take, and what fits? "
     "Exact KV-cache sizes from model specs.\n\n" + EXIT_CODES_HELP,
@@ -102,114 +244,6 @@ def order_commands() -> None:
     """List the registered commands in ``kvplan --help`` in the order of COMMAND_EXIT_CODES."""
     order = list(COMMAND_EXIT_CODES)
     app.registered_commands.sort(key=lambda info: order.index(info.name or ""))
-
-
-# -- completion -----------------------------------------------------------------------------------
-
-
-def complete_model(incomplete: str) -> list[str]:
-    """Shell completion: bundled model names starting with what was typed (reads file names
-    only, so it answers at once)."""
-    from kvplan.catalog import bundled_names
-
-    key = incomplete.lower()
-    return [name for name in bundled_names() if name.startswith(key)]
-
-
-def complete_gpu(incomplete: str) -> list[str]:
-    """Shell completion: catalog GPU names and aliases starting with what was typed."""
-    from kvplan.hardware import list_gpus
-
-    key = incomplete.lower()
-    names = (label for gpu in list_gpus() for label in (gpu.name, *gpu.aliases))
-    return sorted({n for n in names if n.lower().startswith(key)})
-
-
-# -- shared option types --------------------------------------------------------------------------
-
-
-GPU_NAMES_HELP = (
-    ' Also the name nvidia-smi or rocm-smi prints ("NVIDIA H100 80GB HBM3", "Tesla T4",'
-    ' "AMD Instinct MI300X"), or local: the GPUs of this machine, as nvidia-smi or rocm-smi'
-    " list them."
-)
-
-
-def _say_local_gpus(value: str | None) -> str | None:
-    """``--gpu local``: say on stderr what was found."""
-    from kvplan.hardware import LOCAL, normalize_gpu_name
-
-    if value is not None and normalize_gpu_name(value) == LOCAL:
-        from kvplan.local_gpus import local_gpus
-
-        try:
-            summary = local_gpus().summary
-        except KvplanError:
-            return value  # the lookup raises it again, inside the command's error guard
-        typer.echo(f"kvplan: {summary}", err=True)
-    return value
-
-
-def gpu_option(help: str, *, show_default: bool = True) -> Any:
-    """``--gpu`` / ``-g`` with GPU completion; each command words its help, to which the
-    driver names and ``local`` are added."""
-    return typer.Option(
-        "--gpu",
-        "-g",
-        autocompletion=complete_gpu,
-        callback=_say_local_gpus,
-        help=help + GPU_NAMES_HELP,
-        show_default=show_default,
-    )
-
-
-ModelArg = Annotated[
-    str,
-    typer.Argument(
-        autocompletion=complete_model,
-        help="A catalog name (llama-3.1-8b), a Hugging Face id (meta-llama/Llama-3.1-8B, any"
-        " case), an alias, a re-upload or quantized variant (Qwen/Qwen3-32B-AWQ), an Ollama"
-        " tag (llama3.1:8b), a path to a spec YAML, or a Hugging Face config.json or model"
-        " folder (read as `kvplan import` reads it).",
-        show_default=False,
-    ),
-]
-FormatOpt = Annotated[
-    OutputFormat,
-    typer.Option("--format", "-f", help="table for people, json (with schema_version) for tools."),
-]
-GpuOpt = Annotated[str, gpu_option("A catalog GPU (`kvplan gpus`): h100, h200, a100-80gb...")]
-TpOpt = Annotated[
-    int,
-    typer.Option("--tensor-parallel-size", "-tp", min=1, help="GPUs sharding each layer."),
-]
-KvDtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--kv-cache-dtype",
-        help="KV cache dtype: auto (the model's), fp8, bfloat16...",
-        show_default=False,
-    ),
-]
-EngineOpt = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        "-e",
-        help="Whose budget sets the maximum concurrency: ideal (kvplan's planner) or vllm"
-        " (vLLM's block pool and its printed maximum concurrency).",
-    ),
-]
-QuantizationOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--quantization",
-        "-q",
-        help="Weight format for the linear layers: fp8, int8, int4, awq, gptq, mxfp4,"
-        " nvfp4 (group scales counted). Default: the checkpoint's own formats.",
-        show_default=False,
-    ),
-]
 
 
 # -- errors, option values, output ----------------------------------------------------------------
@@ -281,11 +315,26 @@ def print_json(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
+#: the width of piped output (CI logs, files) when COLUMNS does not set one
+PIPED_WIDTH = 120
+
+
+def terminal_width() -> int | None:
+    """The width to print at: None on a terminal or with COLUMNS set (rich reads either),
+    else ``PIPED_WIDTH``."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    return PIPED_WIDTH
+
+
 def print_rich(items: list[Any]) -> None:
+    """Print rich renderables. On a terminal (or at COLUMNS) tables fit its width (see
+    ``kvplan.views.table``) and prose wraps at words; piped output, 120 columns wide, keeps
+    each line of prose whole for tools that search it."""
     from rich.console import Console
 
-    # A terminal sets its own width; piped output (CI logs, files) gets room for every column.
-    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+    width = terminal_width()
+    console = Console(highlight=False, soft_wrap=width is not None, width=width)
     for item in items:
         console.print(item)
 
