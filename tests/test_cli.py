@@ -487,7 +487,7 @@ def test_plan_engine_sglang_and_calc_engine_transformers() -> None:
         f"KV Cache is allocated. #tokens: {doc['kv_cache_tokens']}"
     )
     code, out, err = run(
-        "calc", "deepseek-v3", "-c", "1000", "-b", "2", "-e", "transformers", "-f", "json"
+        "calc", "deepseek-v3", "-c", "1000", "--batch", "2", "-e", "transformers", "-f", "json"
     )
     assert code == 0, err
     # transformers 5.24 caches DeepSeek V3's latent: 61 layers x (512 + 64) values x 2 B

@@ -9,15 +9,8 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import (
-    FormatOpt,
-    OutputFormat,
-    check_failed_unless,
-    command,
-    emit,
-    guard,
-    print_json,
-)
+from kvplan.cli.common import check_failed_unless, command, emit, guard, print_json
+from kvplan.cli.options import FormatOpt, OutputFormat
 
 BudgetsArg = Annotated[
     list[str],

@@ -5,102 +5,43 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import (
+from kvplan.cli.common import auto_none, command, dtype_option, emit, guard, option
+from kvplan.cli.llamacpp_options import (
+    CacheTypeKOpt,
+    CacheTypeVOpt,
+    FlashAttnOpt,
+    KvUnifiedOpt,
+    MmapOpt,
+    NoFlashAttnOpt,
+    OptionalLlamaBatchOpt,
+    SwaFullOpt,
+    UbatchOpt,
+    flash_attn_on,
+)
+from kvplan.cli.options import (
+    EngineOpt,
+    EngineVersionOpt,
     FormatOpt,
+    KvCacheDtypeOpt,
     ModelArg,
+    OptionalMaxModelLenOpt,
     OutputFormat,
-    auto_none,
-    command,
-    dtype_option,
-    emit,
-    guard,
-    option,
 )
 
-ContextOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--context",
-        "-c",
-        help="Tokens cached per sequence: 32768, 32k (=32,000) or 32K (=32,768)."
-        " Default: the model's max_position_embeddings.",
-        show_default=False,
-    ),
-]
-BatchOpt = Annotated[
+SequencesOpt = Annotated[
     int,
     typer.Option(
-        "--batch", "-b", "--parallel", "-np", min=1, help="Concurrent sequences (llama.cpp -np)."
-    ),
-]
-KvDtypeOpt = Annotated[
-    str,
-    typer.Option(
-        "--kv-dtype",
-        "--kv-cache-dtype",
-        help="Cache dtype for K and V: auto (the dtype the model is served in: a float32"
-        " checkpoint in bfloat16, as the engines' --dtype auto), float16, bfloat16, float32,"
-        " fp8 (e4m3), fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4.",
-    ),
-]
-KDtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--k-dtype",
-        "--cache-type-k",
-        "-ctk",
-        help="K cache dtype, overriding --kv-dtype (llama.cpp -ctk).",
-    ),
-]
-VDtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--v-dtype",
-        "--cache-type-v",
-        "-ctv",
-        help="V cache dtype, overriding --kv-dtype (llama.cpp -ctv).",
+        "--batch",
+        "--parallel",
+        "-np",
+        "-n",
+        min=1,
+        help="Concurrent sequences (llama.cpp -np; -n as plan's --concurrency). -b is"
+        " llama.cpp's logical batch in tokens, --batch-size.",
     ),
 ]
 ExplainOpt = Annotated[
     bool, typer.Option("--explain", help="Work the formula with the model's numbers substituted.")
-]
-EngineOpt = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        "-e",
-        help="ideal (the formula), or llama.cpp / ik_llama.cpp: their cells, padding,"
-        " sliding-window cache and log lines (--context is then -c, --batch is -np).",
-    ),
-]
-EngineVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--engine-version",
-        help="llama.cpp build number (b5781 or 5781), or transformers version (4.57, 5.24);"
-        " default: the newest modelled.",
-        show_default=False,
-    ),
-]
-UbatchOpt = Annotated[
-    int, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp -ub: sizes the SWA cache.")
-]
-SwaFullOpt = Annotated[
-    bool,
-    typer.Option("--swa-full/--no-swa-full", help="llama.cpp: full-size cache for sliding layers."),
-]
-FlashAttnOpt = Annotated[
-    bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp: flash attention (-fa).")
-]
-KvUnifiedOpt = Annotated[
-    bool, typer.Option("--kv-unified", help="llama.cpp: one cache shared by all sequences.")
-]
-MmapOpt = Annotated[
-    bool,
-    typer.Option(
-        "--mmap/--no-mmap",
-        help="llama.cpp with a .gguf file: map the weights (CPU_Mapped) or copy them (CPU).",
-    ),
 ]
 CacheImplementationOpt = Annotated[
     str,
@@ -114,23 +55,31 @@ CacheImplementationOpt = Annotated[
 @command("calc")
 def calc(
     model: ModelArg,
-    context: ContextOpt = None,
-    batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = "auto",
-    k_dtype: KDtypeOpt = None,
-    v_dtype: VDtypeOpt = None,
+    context: OptionalMaxModelLenOpt = None,
+    batch: SequencesOpt = 1,
+    kv_dtype: KvCacheDtypeOpt = "auto",
+    k_dtype: CacheTypeKOpt = None,
+    v_dtype: CacheTypeVOpt = None,
     output: FormatOpt = OutputFormat.table,
     explain: ExplainOpt = False,
     engine: EngineOpt = "ideal",
     engine_version: EngineVersionOpt = None,
     ubatch_size: UbatchOpt = 512,
+    batch_size: OptionalLlamaBatchOpt = None,
     swa_full: SwaFullOpt = False,
-    flash_attn: FlashAttnOpt = True,
+    flash_attn: FlashAttnOpt = "auto",
+    no_flash_attn: NoFlashAttnOpt = False,
     kv_unified: KvUnifiedOpt = False,
     cache_implementation: CacheImplementationOpt = "dynamic",
     mmap: MmapOpt = True,
 ) -> None:
-    """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V."""
+    """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V.
+
+    Without -c, the context is the model's trained length (max_position_embeddings). The
+    llama.cpp flags mean what they mean to llama-server: -c the cells of all sequences, -np
+    the sequences, -b the logical batch in tokens (the sequences were -b before; --batch
+    keeps that meaning).
+    """
     from kvplan.catalog import load_model
     from kvplan.engine_calc import CalcRequest, calculate, context_tokens
     from kvplan.errors import UnitError
@@ -149,15 +98,24 @@ def calc(
             raise UnitError(
                 f"--cache-implementation: {cache_implementation!r}; allowed: dynamic, static"
             )
+        llama = engine in ("llama.cpp", "ik_llama.cpp")
+        if batch_size is not None and not llama:
+            raise UnitError(
+                f"-b/--batch-size {batch_size}: llama.cpp's logical batch in tokens, read with"
+                " --engine llama.cpp or ik_llama.cpp; for concurrent sequences use --batch N"
+                " (or -np N)"
+            )
+        # llama.cpp takes the physical batch at most the logical one: min(-ub, -b)
+        ubatch = min(ubatch_size, batch_size) if batch_size is not None else ubatch_size
         request = CalcRequest(
             context_tokens=tokens,
             batch_size=batch,
             kv_dtype=auto_none(kv_dtype),
             k_dtype=k_dtype,
             v_dtype=v_dtype,
-            ubatch_size=ubatch_size,
+            ubatch_size=ubatch,
             swa_full=swa_full,
-            flash_attn=flash_attn,
+            flash_attn=flash_attn_on(flash_attn, no_flash_attn),
             kv_unified=kv_unified,
             cache_implementation=cache_implementation,
             version=engine_version,

@@ -6,10 +6,6 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.common import (
-    FormatOpt,
-    ModelArg,
-    OutputFormat,
-    QuantizationOpt,
     check_failed_unless,
     command,
     dtype_option,
@@ -17,6 +13,17 @@ from kvplan.cli.common import (
     gpu_option,
     guard,
     option,
+)
+from kvplan.cli.options import (
+    EngineOpt,
+    FormatOpt,
+    GpuOpt,
+    KvCacheDtypeOpt,
+    MaxModelLenOpt,
+    ModelArg,
+    OutputFormat,
+    QuantizationOpt,
+    TpOpt,
 )
 
 LogArg = Annotated[
@@ -74,33 +81,8 @@ def reconcile(
     guard(run)
 
 
-FlagsGpuOpt = Annotated[str, gpu_option("A catalog GPU (`kvplan gpus`).")]
-FlagsMaxModelLenOpt = Annotated[
-    str,
-    typer.Option("--max-model-len", "-c", help="Tokens per request: 32768, 32k or 32K."),
-]
 FlagsConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", "-n", min=1, help="Concurrent requests to hold.")
-]
-FlagsTpOpt = Annotated[
-    int,
-    typer.Option(
-        "--tensor-parallel-size",
-        "-tp",
-        min=1,
-        help="GPUs per replica (llama.cpp: GPUs it splits the layers over).",
-    ),
-]
-FlagsKvDtypeOpt = Annotated[
-    str, typer.Option("--kv-cache-dtype", help="auto, fp8, ... (llama.cpp: q8_0 for fp8).")
-]
-FlagsEngineOpt = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        "-e",
-        help="all, or one of vllm, sglang, llama.cpp, tgi: exit 1 when it does not fit.",
-    ),
 ]
 
 
@@ -128,13 +110,13 @@ def _quantization(text: str | None) -> str | None:
 @command("flags")
 def flags(
     model: ModelArg,
-    gpu: FlagsGpuOpt,
-    max_model_len: FlagsMaxModelLenOpt,
+    gpu: GpuOpt,
+    max_model_len: MaxModelLenOpt,
     concurrency: FlagsConcurrencyOpt,
-    tensor_parallel_size: FlagsTpOpt = 1,
-    kv_cache_dtype: FlagsKvDtypeOpt = "auto",
+    tensor_parallel_size: TpOpt = 1,
+    kv_cache_dtype: KvCacheDtypeOpt = "auto",
     quantization: QuantizationOpt = None,
-    engine: FlagsEngineOpt = "all",
+    engine: EngineOpt = "all",
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import FormatOpt, OutputFormat, command, emit, guard
+from kvplan.cli.common import command, emit, guard
+from kvplan.cli.options import FormatOpt, OutputFormat
 from kvplan.progress import progress
 
 PathArg = Annotated[

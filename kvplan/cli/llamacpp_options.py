@@ -1,5 +1,8 @@
-"""llama.cpp's own flags on ``kvplan plan --engine llama.cpp``, spelled as llama-server spells
-them, and the ``LlamaCppAsk`` they make."""
+"""llama.cpp's own flags, spelled as llama-server spells them and meaning what they mean there,
+in every command that takes them (``kvplan plan --engine llama.cpp``, ``kvplan calc``): ``-c``
+the context of all sequences together (``kvplan.cli.options``), ``-np`` the sequences, ``-b``
+the logical batch in tokens, ``-ub`` the physical batch, ``-fa on|off|auto``, ``-ctk``/``-ctv``
+the cache types, ``-ngl`` the layers on the GPUs. And the ``LlamaCppAsk`` plan's make."""
 
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,21 +36,53 @@ SplitModeOpt = Annotated[
     str, typer.Option("--split-mode", "-sm", help="llama.cpp: layer, row or none.")
 ]
 UbatchOpt = Annotated[
-    int, typer.Option("--ubatch-size", "-ub", min=1, help="llama.cpp: physical batch (tokens).")
+    int,
+    typer.Option(
+        "--ubatch-size",
+        "-ub",
+        min=1,
+        help="llama.cpp: the physical batch (tokens), at most -b; sizes the sliding-window"
+        " cache and the compute buffers.",
+    ),
 ]
-LlamaBatchOpt = Annotated[
-    int, typer.Option("--batch-size", "-b", min=1, help="llama.cpp: logical batch (tokens).")
-]
+_BATCH = typer.Option(
+    "--batch-size",
+    "-b",
+    min=1,
+    help="llama.cpp: the logical batch (tokens; default 2048); -ub is taken at most this."
+    " Not the number of sequences: that is -np.",
+    show_default=False,
+)
+LlamaBatchOpt = Annotated[int, _BATCH]
+OptionalLlamaBatchOpt = Annotated[int | None, _BATCH]
 FlashAttnOpt = Annotated[
-    str, typer.Option("--flash-attn", "-fa", help="llama.cpp: flash attention on, off or auto.")
+    str,
+    typer.Option(
+        "--flash-attn",
+        "-fa",
+        help="llama.cpp: flash attention on, off or auto (on where the modelled backends take it).",
+    ),
+]
+NoFlashAttnOpt = Annotated[
+    bool, typer.Option("--no-flash-attn", help="The same as -fa off (an older spelling).")
 ]
 CacheTypeKOpt = Annotated[
     str | None,
-    _opt("--cache-type-k", "-ctk", help="llama.cpp: K cache type (f16, q8_0, q4_0...)."),
+    _opt(
+        "--cache-type-k",
+        "-ctk",
+        "--k-dtype",
+        help="K cache type in place of --kv-cache-dtype (llama.cpp -ctk): f16, q8_0, q4_0...",
+    ),
 ]
 CacheTypeVOpt = Annotated[
     str | None,
-    _opt("--cache-type-v", "-ctv", help="llama.cpp: V cache type (quantized needs -fa on)."),
+    _opt(
+        "--cache-type-v",
+        "-ctv",
+        "--v-dtype",
+        help="V cache type in place of --kv-cache-dtype (llama.cpp -ctv; quantized needs -fa on).",
+    ),
 ]
 ParallelOpt = Annotated[
     int, typer.Option("--parallel", "-np", min=1, help="llama.cpp: sequences (server slots).")
@@ -61,10 +96,14 @@ SwaFullOpt = Annotated[
     ),
 ]
 MmapOpt = Annotated[
-    bool, typer.Option("--mmap/--no-mmap", help="llama.cpp: map the file's host weights.")
+    bool,
+    typer.Option(
+        "--mmap/--no-mmap",
+        help="llama.cpp with a .gguf file: map the host weights (CPU_Mapped) or copy them (CPU).",
+    ),
 ]
 KvUnifiedOpt = Annotated[
-    bool, typer.Option("--kv-unified", help="llama.cpp: one cache for all sequences.")
+    bool, typer.Option("--kv-unified", help="llama.cpp: one cache shared by all sequences.")
 ]
 NoKvOffloadOpt = Annotated[
     bool, typer.Option("--no-kv-offload", help="llama.cpp: keep the KV cache in host memory.")
@@ -107,6 +146,17 @@ OverrideTensorOpt = Annotated[
         " to DEVICE (exps=CPU); repeatable, or comma-separated.",
     ),
 ]
+
+
+def flash_attn_on(text: str, no_flash_attn: bool = False) -> bool:
+    """``-fa on|off|auto`` as llama.cpp resolves it for the modelled backends: auto is on;
+    ``--no-flash-attn`` is off. A UnitError names the allowed values."""
+    from kvplan.errors import UnitError
+
+    chosen = text.strip().lower()
+    if chosen not in ("on", "off", "auto"):
+        raise UnitError(f"-fa {text!r}: allowed on, off, auto")
+    return chosen != "off" and not no_flash_attn
 
 
 def _split(text: str) -> tuple[Any, ...]:

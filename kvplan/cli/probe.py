@@ -4,27 +4,25 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import (
-    FormatOpt,
-    ModelArg,
-    OutputFormat,
-    auto_none,
-    check_failed_unless,
-    command,
-    emit,
-    guard,
-    option,
-)
+from kvplan.cli.common import auto_none, check_failed_unless, command, emit, guard, option
+from kvplan.cli.options import FormatOpt, MaxModelLenOpt, ModelArg, OutputFormat
 from kvplan.progress import progress
 
-ContextOpt = Annotated[
-    str, typer.Option("--context", "-c", help="Prefill tokens per sequence: 512, 4K...")
+BatchOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch",
+        "-n",
+        min=1,
+        help="Sequences (-n, as plan's --concurrency). No longer -b: that is llama.cpp's"
+        " logical batch in tokens in every command.",
+    ),
 ]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences.")]
 DecodeStepsOpt = Annotated[
     int, typer.Option("--decode-steps", min=0, help="Decode steps after the prefill.")
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda (cuda:N).")]
+# the model's dtype and its cache's, one choice in transformers: not --kv-cache-dtype
 KvDtypeOpt = Annotated[
     str, typer.Option("--kv-dtype", help="Model and cache dtype: auto, float32, bfloat16...")
 ]
@@ -44,7 +42,7 @@ BlocksOpt = Annotated[int, typer.Option("--blocks", min=1, help="Blocks of the -
 @command("probe")
 def probe(
     model: ModelArg,
-    context: ContextOpt = "512",
+    context: MaxModelLenOpt = "512",
     batch: BatchOpt = 1,
     decode_steps: DecodeStepsOpt = 0,
     device: DeviceOpt = "cpu",
@@ -56,8 +54,9 @@ def probe(
 ) -> None:
     """Build a real transformers model with the spec's KV geometry and measure its cache.
 
-    Needs the probe extra (pip install 'kvplan[probe]'); exits 3 without it, 1 when the
-    measured cache differs from kvplan's transformers estimate by more than --tolerance.
+    -c is the prefill tokens of each sequence. Needs the probe extra (pip install
+    'kvplan[probe]'); exits 3 without it, 1 when the measured cache differs from kvplan's
+    transformers estimate by more than --tolerance.
     """
     from kvplan.catalog import load_model
     from kvplan.probe import family_of, run_probe
