@@ -108,6 +108,7 @@ class _Target:
     util: Fraction
     hf_overrides: str | None = None  # as given; its trained length is ``trained``
     trained: int | None = None
+    model_as_typed: str = ""  # the model as the user typed it (a .gguf path, a Hub repo)
 
 
 _Answer = Callable[[_Target], "EngineFlags"]
@@ -125,6 +126,7 @@ def recommend(
     gpu_memory_utilization: Fraction | float | str = Fraction(9, 10),
     engines: Sequence[str] | None = None,
     hf_overrides: str | None = None,
+    model_as_typed: str | None = None,
 ) -> tuple[EngineFlags, ...]:
     """Per engine (all of ``ENGINES`` unless ``engines`` names some), the flags that hold
     ``concurrency`` requests of ``max_model_len`` tokens on ``tensor_parallel_size`` GPUs,
@@ -175,6 +177,7 @@ def recommend(
         util,
         hf_overrides,
         trained or model.max_position_embeddings,
+        model_as_typed or "",
     )
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
@@ -520,7 +523,7 @@ def _llamacpp(t: _Target) -> EngineFlags:
     )
     from kvplan.engines.llamacpp_plan import model_source
 
-    source = model_source(t.spec.resolved_from or t.spec.name, t.spec)
+    source = model_source(t.model_as_typed or t.spec.resolved_from or t.spec.name, t.spec)
     if fits and source.note:
         note += f"; {source.note}"
     return EngineFlags(
@@ -576,7 +579,8 @@ def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
         flags.append("-sm layer")
     # What -m (or -hf) loads, decided as kvplan plan --engine llama.cpp decides it; last, so
     # the flags before it keep their places. A placeholder's note is in the verdict's note.
-    flags.append(" ".join(model_source(t.spec.resolved_from or t.spec.name, t.spec).args))
+    typed = t.model_as_typed or t.spec.resolved_from or t.spec.name
+    flags.append(" ".join(model_source(typed, t.spec).args))
     return tuple(flags)
 
 

@@ -32,3 +32,9 @@ def write_spec(tmp_path: Path) -> Callable[[str, str], Path]:
 @pytest.fixture
 def tiny_spec(write_spec: Callable[[str, str], Path]) -> Path:
     return write_spec(TINY, "tiny.yaml")
+
+
+@pytest.fixture(autouse=True)
+def _terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs compared with the docs are drawn at the width of a pipe, not the caller's."""
+    monkeypatch.delenv("COLUMNS", raising=False)

@@ -62,7 +62,8 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     "gpus": "0 printed",
     "plan": "0 the target fits; 1 it does not (the message says what to change); 2 bad input"
     "; 3 --gpu local with no GPU found",
-    "reconcile": "0 every figure reproduces; 1 one does not; 2 unreadable log or bad input"
+    "reconcile": "0 every checked figure reproduces; 1 one differs; 2 nothing checked, an"
+    " unreadable log or bad input"
     "; 3 --gpu local with no GPU found",
     "flags": "0 at least one engine holds the target (or the one asked for does); 1 none does;"
     " 2 bad input; 3 --gpu local with no GPU found",

@@ -18,6 +18,7 @@ from kvplan.cli.options import (
     EngineOpt,
     FormatOpt,
     GpuOpt,
+    HfOverridesOpt,
     KvCacheDtypeOpt,
     MaxModelLenOpt,
     ModelArg,
@@ -117,12 +118,15 @@ def flags(
     kv_cache_dtype: KvCacheDtypeOpt = "auto",
     quantization: QuantizationOpt = None,
     engine: EngineOpt = "all",
+    hf_overrides: HfOverridesOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.
 
     Each engine's verdict counts the weights on each GPU, the cache and the engine's
-    overhead; an engine that does not fit gets the reason and no flags.
+    overhead; an engine that does not fit gets the reason and no flags. vLLM and SGLang
+    refuse a --max-model-len past the model's trained length unless --hf-overrides extends
+    it, which their lines then carry.
     """
     from kvplan.catalog import load_model
     from kvplan.errors import UnitError
@@ -148,6 +152,8 @@ def flags(
             kv_cache_dtype=kv,
             quantization=quantized,
             engines=engines,
+            hf_overrides=hf_overrides,
+            model_as_typed=model,
         )
         doc = views.flags_to_dict(
             spec.name,

@@ -201,3 +201,14 @@ EngineVersionOpt = Annotated[
         show_default=False,
     ),
 ]
+
+HfOverridesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--hf-overrides",
+        help="The model's trained length extended as the engines take it (vLLM's"
+        " --hf-overrides): a JSON object with max_position_embeddings, or rope_scaling"
+        " (rope_type yarn, factor, original_max_position_embeddings).",
+        show_default=False,
+    ),
+]

@@ -48,6 +48,7 @@ from kvplan.cli.llamacpp_options import (
     UbatchOpt,
     WiredLimitOpt,
 )
+from kvplan.cli.options import HfOverridesOpt
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -237,15 +238,6 @@ MaxTotalTokensOpt = Annotated[
 ]
 PageSizeOpt = Annotated[
     int | None, _opt("--page-size", min=1, help="SGLang: tokens per page (default 1).")
-]
-HfOverridesOpt = Annotated[
-    str | None,
-    _opt(
-        "--hf-overrides",
-        help="The model's trained length extended as the engines take it (vLLM's"
-        " --hf-overrides): a JSON object with max_position_embeddings, or rope_scaling"
-        " (rope_type yarn, factor, original_max_position_embeddings)",
-    ),
 ]
 EngineVersionOpt = Annotated[
     str | None,
