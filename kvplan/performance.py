@@ -282,7 +282,14 @@ def perf(
         matmul_peak_flops=peak,
         replica=_replica(spec, decode, linked, tp, pp, ep),
         leaves_out=_leaves_out(linked, max(tp, ep) * pp),
+        weights_format=m.weights_format,
+        who_fits=_who_fits(engine),
     )
+
+
+def _who_fits(engine: str) -> str:
+    """Whose answer the maximum concurrency is, in words."""
+    return "vLLM's block pool" if engine == "vllm" else "kvplan's planner"
 
 
 def _system(given: System | str | None, gpu: GPU, num_gpus: int) -> System | None:
@@ -460,7 +467,9 @@ class Comparison:
     kv_dtype: str
     kv_dtype_reason: str
     model_dtype: str
-    bytes_per_token: int  # one more token of one sequence, at a short context
+    # KV/token: what one more token of one sequence adds to the cache at the context
+    # (``Estimate.bytes_per_token``: sliding layers past their window add nothing)
+    bytes_per_token: int
     kv_cache_bytes: int  # one sequence at the context
     max_concurrency: int | None
     decode_tokens_per_second: Fraction | None  # one sequence, estimate
@@ -468,6 +477,9 @@ class Comparison:
     # the same step plus the TP communication over the system's links (None: not estimated)
     decode_tokens_per_second_with_communication: Fraction | None = None
     system: str | None = None  # the catalog system whose links carry it
+    # why there is no decode speed: no GPU, no weights, or not one sequence fits
+    no_speed_reason: str | None = None
+    weights_format: str | None = None  # as ``kvplan plan`` names them; None: not sized
 
 
 def compare(
@@ -480,11 +492,12 @@ def compare(
     engine: str = "ideal",
     system: System | str | None = None,
 ) -> list[Comparison]:
-    """Each model's KV bytes per token and at ``context_tokens``, in the cache dtype ``engine``
-    serves it in; with a ``gpu`` also the sequences that fit and one sequence's decode speed,
-    and that speed with the step's all-reduce over ``system``'s links added
-    (``kvplan.planner.throughput.communication``; by default, with more than one GPU, the
-    GPU's first catalog system; None where no system is known)."""
+    """Each model's KV bytes per token and per sequence at ``context_tokens``, in the cache
+    dtype ``engine`` serves it in; with a ``gpu`` also the sequences that fit and one
+    sequence's decode speed, and that speed with the step's all-reduce over ``system``'s links
+    added (``kvplan.planner.throughput.communication``; by default, with more than one GPU,
+    the GPU's first catalog system; None where no system is known). A model of which not one
+    sequence fits has no speed (None, and ``no_speed_reason`` says why)."""
     from kvplan.estimator import estimate
 
     if isinstance(models, str) or not isinstance(models, Sequence):
@@ -499,34 +512,42 @@ def compare(
     for given in models:
         spec = _spec(given)
         dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype)
-        k, v = dtypes.k.name, dtypes.v.name
-        fit = speed = linked_speed = None
+        at_context = estimate(spec, tokens, k_dtype=dtypes.k.name, v_dtype=dtypes.v.name)
+        fit = speed = linked_speed = weights_format = None
         notes = []
+        no_speed = "no GPU given" if device is None else None
         trained = spec.max_position_embeddings
         if trained is not None and tokens > trained:
             notes.append(f"beyond its {trained:,}-token maximum")
         if device is not None and spec.num_parameters is not None:
             fit = fit_concurrency(spec, device, tokens, tp, kv_cache_dtype, engine)
             m = rank_model(spec, tp, kv_cache_dtype, None, None, engine)
-            bw, ce = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
-            step = decode_step(m, device, 1, tokens, bw, ce)
-            speed = step.tokens_per_second(estimated=True)
-            linked_speed = _with_communication(spec, step, linked, tp)
+            weights_format = m.weights_format
+            if fit:
+                bw, ce = DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
+                step = decode_step(m, device, 1, tokens, bw, ce)
+                speed = step.tokens_per_second(estimated=True)
+                linked_speed = _with_communication(spec, step, linked, tp)
+            else:
+                no_speed = f"0 sequences of {tokens:,} tokens fit ({_who_fits(engine)})"
         elif device is not None:
-            notes.append("no num_parameters: weights unknown")
+            no_speed = "no num_parameters: weights unknown"
+            notes.append(no_speed)
         rows.append(
             Comparison(
                 model=spec.name,
                 kv_dtype=dtypes.kv_dtype,
                 kv_dtype_reason=dtypes.reason,
                 model_dtype=dtypes.model.name,
-                bytes_per_token=estimate(spec, 0, k_dtype=k, v_dtype=v).bytes_per_token,
-                kv_cache_bytes=estimate(spec, tokens, k_dtype=k, v_dtype=v).kv_cache_bytes,
+                bytes_per_token=at_context.bytes_per_token,
+                kv_cache_bytes=at_context.kv_cache_bytes,
                 max_concurrency=fit,
                 decode_tokens_per_second=speed,
                 note="; ".join(notes),
                 decode_tokens_per_second_with_communication=linked_speed,
                 system=None if linked is None else linked.name,
+                no_speed_reason=no_speed,
+                weights_format=weights_format,
             )
         )
     return rows

@@ -180,11 +180,39 @@ class Perf:
     matmul_peak_flops: int = 0
     replica: ReplicaStep | None = None  # the decode round with communication, per replica
     leaves_out: str = ""  # one line: what the bound with communication still leaves out
+    # the weights as ``kvplan.weights.model_weights`` describes them, as ``kvplan plan`` names
+    # them: ``awq for 31,206,298,624 parameters, bfloat16 for the rest``
+    weights_format: str = ""
+    who_fits: str = "kvplan's planner"  # whose answer ``max_concurrency`` is
 
     @property
     def compute_bound_from(self) -> int | None:
         """The smallest batch of the curve whose estimate is compute-bound (None: never)."""
-        return next((s.batch_size for s in self.curve if s.estimated_bound == "compute"), None)
+        return next(
+            (
+                s.batch_size
+                for s in self.curve
+                if s.estimated_bound == "compute" and self.fits(s.batch_size)
+            ),
+            None,
+        )
+
+    def fits(self, batch_size: int) -> bool:
+        """Whether ``batch_size`` sequences of the context fit at once (unknown: True)."""
+        return self.max_concurrency is None or batch_size <= self.max_concurrency
+
+    def no_speed_reason(self, batch_size: int) -> str | None:
+        """Why a decode step of ``batch_size`` sequences has no speed: they do not fit, so the
+        step never runs (None where they fit or the fit is unknown). Llama 3.1 70B on one
+        H100 at 8,192 tokens: ``1 x 8,192 tokens do not fit: at most 0 sequences do
+        (kvplan's planner)``."""
+        if self.fits(batch_size):
+            return None
+        context = self.decode.context_tokens
+        return (
+            f"{batch_size:,} x {context:,} tokens do not fit: at most"
+            f" {self.max_concurrency or 0:,} sequences do ({self.who_fits})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

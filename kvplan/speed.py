@@ -115,9 +115,9 @@ def memory_curves(
     tensor_parallel_size: int = 1,
     engine: str = "ideal",
 ) -> tuple[MemoryCurve, ...]:
-    """One curve per model and cache dtype (None: the model's), models first."""
+    """One curve per model and cache dtype (None: the model's), models first; each pool is
+    ``engine``'s: kvplan's planner, or vLLM's available KV cache memory."""
     from kvplan.performance import memory_curve
-    from kvplan.planner import plan
 
     curves = []
     for spec in specs:
@@ -128,18 +128,44 @@ def memory_curves(
             kv_cache_bytes = tuple(memory_curve(spec, contexts, dtype, engine=engine))
             pool = None
             if spec.num_parameters is not None:
-                per_gpu = plan(
-                    spec,
-                    gpu,
-                    tensor_parallel_size=tensor_parallel_size,
-                    max_model_len=contexts[0],
-                    kv_cache_dtype=dtype,
-                ).kv_cache_memory_bytes
-                pool = per_gpu * tensor_parallel_size
+                pool = _pool_bytes(spec, gpu, dtype, tensor_parallel_size, engine, contexts[0])
             curves.append(
                 MemoryCurve(spec.name, kv_dtype, reason, tuple(contexts), kv_cache_bytes, pool)
             )
     return tuple(curves)
+
+
+def _pool_bytes(
+    spec: ModelSpec,
+    gpu: GPU,
+    kv_cache_dtype: str | None,
+    tensor_parallel_size: int,
+    engine: str,
+    context_tokens: int,
+) -> int:
+    """The KV pool of all ``tensor_parallel_size`` GPUs, in bytes, as ``engine`` sizes it
+    (the same answer ``fit_concurrency`` divides): vLLM's available KV cache memory of a
+    worker, or kvplan's planner's pool of a GPU, times the GPUs."""
+    if engine == "vllm":
+        from kvplan.engines import vllm
+
+        cfg = vllm.VllmConfig(
+            max_model_len=context_tokens,
+            kv_cache_dtype=kv_cache_dtype,
+            tensor_parallel_size=tensor_parallel_size,
+        )
+        per_gpu = vllm.profile(spec, gpu, cfg).available_bytes
+    else:
+        from kvplan.planner import plan
+
+        per_gpu = plan(
+            spec,
+            gpu,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=context_tokens,
+            kv_cache_dtype=kv_cache_dtype,
+        ).kv_cache_memory_bytes
+    return per_gpu * tensor_parallel_size
 
 
 def throughput_curves(

@@ -268,8 +268,7 @@ def test_malformed_charts_are_caller_bugs(make: Callable[[], object], match: str
 
 def test_import_loads_neither_matplotlib_nor_numpy() -> None:
     code = (
-        "import sys, kvplan.views.charts;"
-        " print(sorted({'matplotlib', 'numpy'} & set(sys.modules)))"
+        "import sys, kvplan.views.charts; print(sorted({'matplotlib', 'numpy'} & set(sys.modules)))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -463,3 +462,47 @@ def test_svg_marks_where_a_line_stops(tmp_path: Path) -> None:
     svg = target.read_text(encoding="utf-8")
     assert "<!-- fits up to 2 -->" in svg  # beside the last point
     assert "<!-- b: fits up to 2 -->" in svg  # in the legend
+
+
+# -- the charts of ``kvplan chart``: whose pool, and for how many GPUs -------------------------
+
+
+def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
+    from kvplan.catalog import load_model
+    from kvplan.engines import vllm
+    from kvplan.hardware import find_gpu
+    from kvplan.planner import plan
+    from kvplan.speed import memory_curves
+    from kvplan.views.charts import memory_chart
+
+    spec, gpu = load_model("llama-3.1-8b"), find_gpu("h100")
+    # the first context of the x axis is 1,024 tokens; TP 2: the pool of both GPUs
+    cfg = vllm.VllmConfig(max_model_len=1024, tensor_parallel_size=2)
+    vllm_pool = 2 * vllm.profile(spec, gpu, cfg).available_bytes
+    ideal_pool = (
+        2 * plan(spec, gpu, tensor_parallel_size=2, max_model_len=1024).kv_cache_memory_bytes
+    )
+    assert vllm_pool != ideal_pool  # vLLM's profile counts its own overheads
+    (curve,) = memory_curves([spec], gpu, [None], 2, "vllm")
+    assert curve.pool_bytes == vllm_pool
+    (ideal,) = memory_curves([spec], gpu, [None], 2, "ideal")
+    assert ideal.pool_bytes == ideal_pool
+    chart = memory_chart([curve], gpu, 2, num_dtypes=1, engine="vllm")
+    assert [h.label for h in chart.hlines] == ["KV pool on 2 GPUs: llama-3.1-8b"]
+    assert "each KV pool is vLLM's available KV cache memory" in chart.notes
+    one = memory_chart(memory_curves([spec], gpu, [None], 1, "ideal"), gpu, 1, num_dtypes=1)
+    assert [h.label for h in one.hlines] == ["KV pool: llama-3.1-8b"]
+    assert not any("vLLM" in note for note in one.notes)
+
+
+def test_throughput_chart_says_its_rates_are_the_tp_groups() -> None:
+    from kvplan.hardware import find_gpu
+    from kvplan.speed import ThroughputCurve
+    from kvplan.views.charts import throughput_chart
+
+    gpu = find_gpu("h100")
+    curve = ThroughputCurve("m", "bfloat16", "why", 0)
+    assert throughput_chart([curve], gpu, 2, 8192, "ideal").y_label == (
+        "tokens/s (2 GPUs together)"
+    )
+    assert throughput_chart([curve], gpu, 1, 8192, "ideal").y_label == "tokens/s"

@@ -293,7 +293,12 @@ def test_gemma_2_9b_is_cached_in_bfloat16() -> None:
     assert row.kv_dtype == "bfloat16"
     assert row.model_dtype == "bfloat16"
     assert "float32 checkpoint" in row.kv_dtype_reason
-    assert row.bytes_per_token == 42 * GEMMA_9B_TOKEN_LAYER == 344_064  # 336 KiB
+    # KV/token at 8,192 tokens: the 21 sliding layers are past their 4,096 window and add
+    # nothing; the 21 full layers add 21 x 8,192 B = 172,032 B (168 KiB)
+    assert row.bytes_per_token == 21 * GEMMA_9B_TOKEN_LAYER == 172_032
+    # one token short of the 4,096 window every layer still adds: 42 x 8,192 B
+    (short,) = compare(["gemma-2-9b"], 4095)
+    assert short.bytes_per_token == 42 * GEMMA_9B_TOKEN_LAYER == 344_064
     assert row.kv_cache_bytes == GEMMA_9B_8K
     assert memory_curve("gemma-2-9b", [1024, 8192]) == [42 * 1024 * 8192, GEMMA_9B_8K]
     assert memory_curve("gemma-2-9b", ["8K"], "fp8") == [GEMMA_9B_8K // 2]  # 1 B a value
@@ -364,7 +369,7 @@ def test_not_modelled_names_tp_traffic_and_moe_routing_where_they_apply() -> Non
     assert "not modelled (the bounds leave out):" in table.stdout
     assert "  - tensor-parallel communication" in table.stdout
     assert "  - MoE routing" in table.stdout
-    assert "KV cache bfloat16, weights bfloat16. Why bfloat16:" in table.stdout
+    assert "KV cache bfloat16 (the checkpoint's torch_dtype), weights bfloat16\n" in table.stdout
 
 
 def test_perf_table_marks_the_most_that_fit() -> None:
@@ -388,8 +393,10 @@ def _columns(rows: list[Comparison], gpu: str | None) -> dict[str, list[str]]:
 def test_compare_without_a_gpu_shows_only_columns_with_values() -> None:
     rows = compare(["gemma-2-9b", "llama-3.1-8b"], "8K")
     columns = _columns(rows, None)
-    assert list(columns) == ["model", "KV dtype", "KV / token", "KV / sequence"]
-    assert columns["KV / token"] == ["336.00 KiB", "128.00 KiB"]  # 344,064 B; 131,072 B
+    assert list(columns) == ["model", "KV dtype", "KV/token", "KV / sequence"]
+    # at 8,192 tokens: gemma's 21 full layers x 8,192 B = 172,032 B (its sliding layers are past
+    # their window); llama 2 x 32 x 8 x 128 x 2 = 131,072 B
+    assert columns["KV/token"] == ["168.00 KiB", "128.00 KiB"]
     # 2,113,929,216 B = 1.97 GiB; 8,192 x 131,072 B = 1.00 GiB
     assert columns["KV / sequence"] == ["1.97 GiB", "1.00 GiB"]
     assert all(cell.strip() not in ("", "-") for cells in columns.values() for cell in cells)
@@ -401,7 +408,7 @@ def test_compare_on_a_gpu_adds_labelled_columns() -> None:
     assert list(columns) == [
         "model",
         "KV dtype",
-        "KV / token",
+        "KV/token",
         "KV / sequence",
         "max sequences",
         "decode tok/s (1 seq, est.)",
@@ -665,3 +672,120 @@ def test_compare_cli_shows_the_speed_with_communication() -> None:
     bad = runner.invoke(app, [*args, "--system", "nope"])
     assert bad.exit_code == 2
     assert "unknown system" in bad.output
+
+
+# -- perf names the weights as plan does; no speed where nothing fits --------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "format_start"),
+    [
+        ("Qwen/Qwen3-32B-AWQ", "awq for "),  # int4, group 128: not bfloat16
+        ("Qwen/Qwen3-8B-FP8", "fp8_block128 for "),  # fp8 with 128 x 128 block scales
+        ("gpt-oss-20b", "mxfp4 for "),  # the experts in MXFP4
+    ],
+)
+def test_perf_names_the_weights_as_plan_does(model: str, format_start: str) -> None:
+    asked = [model, "-g", "h100", "-c", "8K"]
+    planned = runner.invoke(app, ["plan", *asked, "-f", "json"])
+    assert planned.exit_code == 0, planned.stderr
+    expected = json.loads(planned.stdout)["weights_format"]
+    assert expected.startswith(format_start)
+    assert expected.endswith(", bfloat16 for the rest")
+    doc = runner.invoke(app, ["perf", *asked, "-f", "json"])
+    assert doc.exit_code == 0, doc.stderr
+    assert json.loads(doc.stdout)["weights_format"] == expected
+    table = runner.invoke(app, ["perf", *asked])
+    assert table.exit_code == 0, table.stderr
+    assert f", weights {expected}\n" in table.stdout
+    assert "weights bfloat16" not in table.stdout
+
+
+# Llama 3.1 70B in bf16: 70,553,706,496 parameters x 2 B = 141,107,412,992 B of weights, more
+# than an H100's 80 GiB (85,899,345,920 B): not one sequence fits at any context.
+LLAMA_70B_WEIGHTS = 70_553_706_496 * 2
+
+
+def test_compare_shows_no_speed_for_a_model_that_fits_nothing() -> None:
+    assert LLAMA_70B_WEIGHTS > 80 * 2**30
+    big, small = compare(["llama-3.1-70b", "llama-3.1-8b"], "8K", H100)
+    assert big.max_concurrency == 0
+    assert big.decode_tokens_per_second is None
+    assert big.decode_tokens_per_second_with_communication is None
+    assert big.no_speed_reason == "0 sequences of 8,192 tokens fit (kvplan's planner)"
+    assert small.max_concurrency == fit_concurrency("llama-3.1-8b", H100, 8192) > 0
+    assert small.decode_tokens_per_second is not None
+    assert small.no_speed_reason is None
+    columns = _columns([big, small], H100.display_name)
+    assert columns["max sequences"] == ["0", f"{small.max_concurrency:,}"]
+    assert columns["decode tok/s (1 seq, est.)"][0] == "-"
+    doc = runner.invoke(
+        app, ["compare", "llama-3.1-70b", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-f", "json"]
+    )
+    assert doc.exit_code == 0, doc.stderr
+    first = json.loads(doc.stdout)["models"][0]
+    assert first["decode_tokens_per_second"] is None
+    assert first["decode_tokens_per_second_with_communication"] is None
+    assert first["no_speed_reason"] == "0 sequences of 8,192 tokens fit (kvplan's planner)"
+    table = runner.invoke(app, ["compare", "llama-3.1-70b", "llama-3.1-8b", "-g", "h100"])
+    assert "llama-3.1-70b: no decode speed, 0 sequences of 32,768 tokens fit" in table.stdout
+
+
+def test_compare_with_vllm_names_vllm_when_nothing_fits() -> None:
+    (row,) = compare(["llama-3.1-70b"], "8K", H100, engine="vllm")
+    assert row.max_concurrency == 0
+    assert row.decode_tokens_per_second is None
+    assert row.no_speed_reason == "0 sequences of 8,192 tokens fit (vLLM's block pool)"
+
+
+def test_perf_shows_no_speed_for_a_batch_that_does_not_fit() -> None:
+    doc = json.loads(
+        runner.invoke(app, ["perf", "llama-3.1-70b", "-g", "h100", "-c", "8K", "-f", "json"]).stdout
+    )
+    assert doc["max_concurrency"] == 0
+    reason = "1 x 8,192 tokens do not fit: at most 0 sequences do (kvplan's planner)"
+    decode = doc["decode"]
+    assert (decode["fits"], decode["no_speed_reason"]) == (False, reason)
+    for key in ("estimated_tokens_per_second", "bound_tokens_per_second", "estimated_seconds"):
+        assert decode[key] is None, key
+    assert decode["weight_read_bytes"] > 0  # what such a step would read is still shown
+    assert doc["prefill"]["estimated_seconds"] is None
+    assert doc["prefill"]["no_speed_reason"] == reason
+    assert doc["replica"]["estimated_tokens_per_second_per_gpu"] is None
+    assert all(s["estimated_tokens_per_second"] is None for s in doc["curve"])
+    assert doc["compute_bound_from"] is None
+    assert all(a["decode"] is None and a["no_speed_reason"] for a in doc["alternatives"])
+    table = runner.invoke(app, ["perf", "llama-3.1-70b", "-g", "h100", "-c", "8K"]).stdout
+    assert "no speed, the step never runs: " + reason in " ".join(table.split())
+    assert "tok/s (estimate)" not in table
+    assert "does not fit" in table
+
+
+def test_perf_curve_past_the_pool_has_no_speed() -> None:
+    # gemma-2-9b on an H100 at 8K: 25 sequences fit (test_perf_table_marks_the_most_that_fit);
+    # asking for 32 draws the ladder 1, 2, 4, 8, 16, 32: the last row never runs
+    doc = json.loads(
+        runner.invoke(
+            app, ["perf", "gemma-2-9b", "-g", "h100", "-c", "8K", "-n", "32", "-f", "json"]
+        ).stdout
+    )
+    assert doc["max_concurrency"] == 25
+    sizes = [(s["batch_size"], s["fits"]) for s in doc["curve"]]
+    assert sizes == [(1, True), (2, True), (4, True), (8, True), (16, True), (32, False)]
+    assert doc["curve"][-1]["estimated_tokens_per_second"] is None
+    assert doc["curve"][-2]["estimated_tokens_per_second"] > 0
+    assert doc["decode"]["no_speed_reason"] == (
+        "32 x 8,192 tokens do not fit: at most 25 sequences do (kvplan's planner)"
+    )
+
+
+def test_perf_rates_with_tensor_parallel_are_the_groups() -> None:
+    # TP 2: bytes and FLOPs are per rank; a step's tokens come from both ranks together
+    table = runner.invoke(app, ["perf", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-tp", "2"])
+    assert table.exit_code == 0, table.stderr
+    assert "tok/s (2 ranks together)" in table.stdout
+    assert "tok/s (TP group)" in table.stdout
+    assert "tok/s total" not in table.stdout
+    one = runner.invoke(app, ["perf", "llama-3.1-8b", "-g", "h100", "-c", "8K"]).stdout
+    assert "ranks together" not in one
+    assert "tok/s total" in one

@@ -180,6 +180,16 @@ SortOpt = Annotated[
     ),
 ]
 ReverseOpt = Annotated[bool, typer.Option("--reverse", help="Reverse the order.")]
+KvContextOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--context",
+        "-c",
+        help="The context KV/token is taken at: the bytes one more token of one sequence adds"
+        " there (sliding layers add nothing past their window). Default: a short context.",
+        show_default=False,
+    ),
+]
 
 
 @command("models")
@@ -189,20 +199,34 @@ def models(
     family: FamilyOpt = None,
     sort: SortOpt = SortKey.name,
     reverse: ReverseOpt = False,
+    context: KvContextOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
-    """The bundled catalog: one row per model, with its KV bytes per token."""
+    """The bundled catalog: one row per model, with its KV bytes per token (KV/token: what one
+    more token of one sequence adds to the cache, at --context)."""
+    from dataclasses import replace
+
     from kvplan.catalog_query import CatalogQuery, catalog_rows, known_families, select
+    from kvplan.cli.common import tokens_option
+    from kvplan.estimator import bytes_per_token
     from kvplan.views import estimate as views
 
     def run() -> None:
+        tokens = None if context is None else tokens_option("--context", context)
         rows = catalog_rows()
+        if tokens is not None:
+            rows = [
+                replace(r, bytes_per_token=bytes_per_token(r.spec, context_tokens=tokens))
+                for r in rows
+            ]
         asked = CatalogQuery(query, kind.value if kind else None, family, sort.value, reverse)
         kept = select(rows, asked)
         emit(
             output,
-            lambda: views.models_to_dict(kept, asked, len(rows)),
-            lambda: views.models_view(kept, asked, len(rows), known_families()),
+            lambda: views.models_to_dict(kept, asked, len(rows), context_tokens=tokens),
+            lambda: views.models_view(
+                kept, asked, len(rows), known_families(), context_tokens=tokens
+            ),
         )
 
     guard(run)

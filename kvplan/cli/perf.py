@@ -272,7 +272,7 @@ def chart(
         tp = tensor_parallel_size
         if kind is ChartKind.memory:
             curves = memory_curves(specs, device, dtypes, tp, engine)
-            drawn = views.memory_chart(curves, device, tp, num_dtypes=len(dtypes))
+            drawn = views.memory_chart(curves, device, tp, num_dtypes=len(dtypes), engine=engine)
         else:
             tokens = tokens_option("--context", context)
             found = throughput_curves(specs, device, dtypes, tokens, tp, engine)

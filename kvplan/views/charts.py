@@ -284,9 +284,7 @@ def render_text(chart: Chart, width: int = 72, height: int = 20) -> str:
     x_min, x_max, x_ticks = _x_axis(chart, max(3, width // 9))
     y_ticks = _y_ticks(chart)
     log2 = math.log2 if chart.log_x else float
-    frame = _Frame(
-        chart.log_x, width, height, log2(x_min), log2(x_max), y_ticks[0], y_ticks[-1]
-    )
+    frame = _Frame(chart.log_x, width, height, log2(x_min), log2(x_max), y_ticks[0], y_ticks[-1])
     grid = [[" "] * width for _ in range(height)]
     _draw_hlines(grid, chart, frame)
     for index, series in enumerate(chart.series):
@@ -477,7 +475,6 @@ def _draw_axes(ax: Any, chart: Chart, ticker: Any) -> None:
         )
 
 
-
 def _plot_series(ax: Any, chart: Chart) -> None:
     """Each series in its colour and marker, with a bar and its reason where it stops."""
     for i, series in enumerate(chart.series):
@@ -522,19 +519,33 @@ def _dtype_notes(curves: Sequence[MemoryCurve | ThroughputCurve]) -> list[str]:
     return ["why each cache dtype:", *(f"  {_label(c)}: {c.dtype_reason}" for c in curves)]
 
 
+def _who_sizes(engine: str) -> str:
+    return "vLLM's block pool" if engine == "vllm" else "kvplan's planner"
+
+
 def memory_chart(
-    curves: Sequence[MemoryCurve], gpu: GPU, tensor_parallel_size: int, num_dtypes: int
+    curves: Sequence[MemoryCurve],
+    gpu: GPU,
+    tensor_parallel_size: int,
+    num_dtypes: int,
+    engine: str = "ideal",
 ) -> Chart:
     """KV of one sequence against context (GiB), each model's KV pool a line in its marker;
-    with ``num_dtypes`` > 1 a pool is named by its curve, else by its model."""
+    with ``num_dtypes`` > 1 a pool is named by its curve, else by its model. With more than
+    one GPU the pool is that of all of them, and its label says so."""
     series, lines = [], []
+    where = f" on {tensor_parallel_size} GPUs" if tensor_parallel_size > 1 else ""
     for c in curves:
         label = _label(c)
         ys = tuple(y / _GIB for y in c.kv_cache_bytes)
         series.append(Series(label, tuple(map(float, c.context_tokens)), ys))
         if c.pool_bytes is not None:
             pool_of = c.model if num_dtypes == 1 else label
-            lines.append(HLine(f"KV pool: {pool_of}", c.pool_bytes / _GIB, series=label))
+            lines.append(HLine(f"KV pool{where}: {pool_of}", c.pool_bytes / _GIB, series=label))
+    # the planner's pool is the default and goes unsaid; vLLM's is named
+    pools = (
+        ("each KV pool is vLLM's available KV cache memory",) if lines and engine == "vllm" else ()
+    )
     return Chart(
         title=f"KV cache of one sequence against context on {gpu.display_name}"
         f" x{tensor_parallel_size} (GiB)",
@@ -544,7 +555,7 @@ def memory_chart(
         hlines=tuple(lines),
         log_x=True,
         y_unit="GiB",
-        notes=tuple(_dtype_notes(curves)),
+        notes=(*pools, *_dtype_notes(curves)),
     )
 
 
@@ -558,7 +569,7 @@ def throughput_chart(
     """Decode tokens/s against concurrency, each curve stopping at the most that fit."""
     from kvplan.units import format_count
 
-    who = "vLLM's block pool" if engine == "vllm" else "kvplan's planner"
+    who = _who_sizes(engine)
     series, stops = [], []
     for c in curves:
         label = _label(c)
@@ -576,7 +587,8 @@ def throughput_chart(
         title=f"decode tokens/s against concurrency at {context_tokens:,} tokens on"
         f" {gpu.display_name} x{tensor_parallel_size} (estimate)",
         x_label="concurrent sequences",
-        y_label="tokens/s",
+        y_label="tokens/s"
+        + (f" ({tensor_parallel_size} GPUs together)" if tensor_parallel_size > 1 else ""),
         series=tuple(series),
         log_x=True,
         notes=(

@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
 
 
+def kv_per_token_legend(context_tokens: int | None) -> str:
+    """What "KV/token" means wherever a table shows it (``calc``, ``models``, ``compare``):
+    one definition, at the question's context (None or 0: a short context)."""
+    at = f"{context_tokens:,} tokens" if context_tokens else "a short context"
+    return (
+        f"KV/token: the bytes one more token of one sequence adds to the cache at {at}"
+        " (a sliding or chunked layer adds nothing once its window is full, recurrent state"
+        " never grows)"
+    )
+
+
 def estimate_to_dict(est: Estimate, spec: ModelSpec, *, dtype_reason: str = "") -> dict[str, Any]:
     """The ``kvplan calc --format json`` document."""
     return {
@@ -88,6 +99,7 @@ def estimate_view(
     out.append(
         f"KV cache: [bold]{format_bytes(est.kv_cache_bytes)}[/bold] ({est.kv_cache_bytes:,} bytes)"
     )
+    # "Per token" is KV/token (``kv_per_token_legend``): what one more token adds at this context
     out.append(
         f"Per token: {format_bytes(est.bytes_per_token)} ({est.bytes_per_token:,} bytes)"
         " per sequence at this context"
@@ -109,16 +121,22 @@ def _query_to_dict(query: CatalogQuery) -> dict[str, Any]:
 
 
 def models_to_dict(
-    rows: list[CatalogRow], query: CatalogQuery | None = None, num_bundled: int | None = None
+    rows: list[CatalogRow],
+    query: CatalogQuery | None = None,
+    num_bundled: int | None = None,
+    *,
+    context_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The ``kvplan models --format json`` document: each kept spec with its bytes per token,
-    the query that chose them and how many models the catalog holds."""
+    """The ``kvplan models --format json`` document: each kept spec with its bytes per token
+    at ``context_tokens`` (None: a short context, 0), the query that chose them and how many
+    models the catalog holds."""
     from kvplan.catalog_query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
     return {
         "schema_version": SCHEMA_VERSION,
         "query": _query_to_dict(asked),
+        "context_tokens": context_tokens or 0,
         "num_bundled_models": len(rows) if num_bundled is None else num_bundled,
         "models": [
             {
@@ -170,9 +188,12 @@ def models_view(
     query: CatalogQuery | None = None,
     num_bundled: int | None = None,
     families: list[str] | None = None,
+    *,
+    context_tokens: int | None = None,
 ) -> list[RenderableType]:
     """The ``kvplan models`` table; the heading says what was asked when a filter is set
-    (and, for a family that matches nothing, which families there are)."""
+    (and, for a family that matches nothing, which families there are) and what KV/token
+    means at ``context_tokens`` (None: a short context)."""
     from kvplan.catalog_query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
@@ -191,9 +212,10 @@ def models_view(
         for row in rows
     ]
     return [
-        f"{_models_heading(rows, asked, total, families or [])}; KV/token at a short context in"
-        " the dtype the model is served in (a float32 checkpoint in bfloat16, as the engines'"
-        " --dtype auto); `kvplan show NAME` for the rest",
+        f"{_models_heading(rows, asked, total, families or [])};"
+        f" {kv_per_token_legend(context_tokens)}, in the dtype the model is served in (a"
+        " float32 checkpoint in bfloat16, as the engines' --dtype auto); `kvplan show NAME`"
+        " for the rest",
         table(_MODEL_COLUMNS, cells, no_wrap=True),
     ]
 

@@ -13,6 +13,7 @@ from kvplan.performance import Alternative, Comparison, DecodeStep, Perf, Replic
 from kvplan.spec import ModelSpec
 from kvplan.units import format_bytes
 from kvplan.views import SCHEMA_VERSION
+from kvplan.views.estimate import kv_per_token_legend
 from kvplan.views.provenance import resolution_line, resolution_to_dict
 from kvplan.views.table import Column, table
 
@@ -25,7 +26,10 @@ def _rate(value: Fraction) -> str:
     return f"{float(value):,.1f}"
 
 
-def _step_dict(step: DecodeStep) -> dict[str, Any]:
+def _step_dict(step: DecodeStep, no_speed_reason: str | None = None) -> dict[str, Any]:
+    """One decode step; with ``no_speed_reason`` (its sequences do not fit) the bytes and
+    FLOPs it would move, but null times and rates: the step never runs."""
+    timed = no_speed_reason is None
     return {
         "batch_size": step.batch_size,
         "context_tokens": step.context_tokens,
@@ -33,12 +37,16 @@ def _step_dict(step: DecodeStep) -> dict[str, Any]:
         "kv_read_bytes": step.kv_read_bytes,
         "kv_write_bytes": step.kv_write_bytes,
         "flops": step.flops,
-        "memory_bound_seconds": float(step.memory_seconds),
-        "compute_bound_seconds": float(step.compute_seconds),
+        "memory_bound_seconds": float(step.memory_seconds) if timed else None,
+        "compute_bound_seconds": float(step.compute_seconds) if timed else None,
         "bound": step.bound,
-        "bound_tokens_per_second": float(step.tokens_per_second()),
-        "estimated_seconds": float(step.estimate_seconds),
-        "estimated_tokens_per_second": float(step.tokens_per_second(estimated=True)),
+        "bound_tokens_per_second": float(step.tokens_per_second()) if timed else None,
+        "estimated_seconds": float(step.estimate_seconds) if timed else None,
+        "estimated_tokens_per_second": (
+            float(step.tokens_per_second(estimated=True)) if timed else None
+        ),
+        "fits": timed,
+        "no_speed_reason": no_speed_reason,
     }
 
 
@@ -52,6 +60,8 @@ def perf_to_dict(
 
 def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
     d, p = result.decode, result.prefill
+    no_prefill = _prefill_reason(result)
+    no_round = None if result.replica is None else result.no_speed_reason(result.replica.batch_size)
     return {
         "schema_version": SCHEMA_VERSION,
         "model": result.model,
@@ -60,23 +70,25 @@ def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
         "kv_cache_dtype": result.kv_dtype,
         "kv_cache_dtype_reason": result.kv_dtype_reason,
         "model_dtype": result.model_dtype,
+        "weights_format": result.weights_format or result.model_dtype,
         "engine": result.engine,
         "bandwidth_bytes_per_second": result.gpu.bandwidth_bytes_per_s,
         "peak_flops": result.gpu.bf16_flops,
         "bandwidth_efficiency": float(d.bandwidth_efficiency),
         "compute_efficiency": float(d.compute_efficiency),
-        "decode": _step_dict(d),
+        "decode": _step_dict(d, result.no_speed_reason(d.batch_size)),
         "prefill": {
             "prompt_tokens": p.prompt_tokens,
             "linear_flops": p.linear_flops,
             "attention_flops": p.attention_flops,
             "weight_read_bytes": p.weight_read_bytes,
-            "bound_seconds": float(p.bound_seconds),
-            "estimated_seconds": float(p.estimate_seconds),
+            "bound_seconds": None if no_prefill else float(p.bound_seconds),
+            "estimated_seconds": None if no_prefill else float(p.estimate_seconds),
+            "no_speed_reason": no_prefill,
         },
         "max_concurrency": result.max_concurrency,
         "compute_bound_from": result.compute_bound_from,
-        "curve": [_step_dict(s) for s in result.curve],
+        "curve": [_step_dict(s, result.no_speed_reason(s.batch_size)) for s in result.curve],
         "alternatives": [
             {
                 "label": a.label,
@@ -86,6 +98,7 @@ def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
                 "kv_cache_dtype_reason": a.kv_dtype_reason,
                 "max_concurrency": a.max_concurrency,
                 "decode": _step_dict(a.step) if a.step else None,
+                "no_speed_reason": None if a.step else _none_fit(a, result.who_fits),
             }
             for a in alternatives
         ],
@@ -95,12 +108,38 @@ def _perf_doc(result: Perf, alternatives: list[Alternative]) -> dict[str, Any]:
         "system": result.system,
         "matmul_precision": result.matmul_precision,
         "matmul_peak_flops": result.matmul_peak_flops,
-        "replica": None if result.replica is None else _replica_dict(result.replica),
+        "replica": None if result.replica is None else _replica_dict(result.replica, no_round),
         "leaves_out": result.leaves_out,
     }
 
 
-def _replica_dict(r: ReplicaStep) -> dict[str, Any]:
+def _none_fit(a: Alternative, who: str) -> str:
+    return f"0 sequences of {a.context_tokens:,} tokens fit ({who})"
+
+
+def _prefill_reason(result: Perf) -> str | None:
+    """Why the prefill has no time: not one sequence of the context fits, and the prompt is
+    no shorter than it (a shorter prompt may still fit)."""
+    if result.max_concurrency == 0 and result.prefill.prompt_tokens >= result.decode.context_tokens:
+        return result.no_speed_reason(1)
+    return None
+
+
+def _replica_dict(r: ReplicaStep, no_speed_reason: str | None = None) -> dict[str, Any]:
+    if no_speed_reason is not None:
+        timed = (
+            "compute_bound_seconds",
+            "compute_estimated_seconds",
+            "bound_seconds",
+            "estimated_seconds",
+            "bound_tokens_per_second_per_gpu",
+            "estimated_tokens_per_second_per_gpu",
+        )
+        return {
+            **{k: v for k, v in _replica_dict(r).items() if k not in timed},
+            **dict.fromkeys(timed),
+            "no_speed_reason": no_speed_reason,
+        }
     return {
         "batch_size": r.batch_size,
         "gpus_per_batch": r.gpus_per_batch,
@@ -114,6 +153,7 @@ def _replica_dict(r: ReplicaStep) -> dict[str, Any]:
         "estimated_seconds": float(r.estimate_seconds),
         "bound_tokens_per_second_per_gpu": float(r.tokens_per_second_per_gpu()),
         "estimated_tokens_per_second_per_gpu": float(r.tokens_per_second_per_gpu(True)),
+        "no_speed_reason": None,
     }
 
 
@@ -126,6 +166,9 @@ def _replica_line(result: Perf) -> Text:
         shape = f"DP-attention + EP {result.expert_parallel_size}"
     where = f" over {result.system}" if result.system else ""
     c = r.communication
+    reason = result.no_speed_reason(r.batch_size)
+    if reason is not None:
+        return Text(f"replica ({shape}{where}): no speed, the round never runs: {reason}")
     return Text(
         f"replica ({shape}{where}): round {_ms(r.compute_estimate_seconds)} + communication"
         f" {_ms(c.seconds)} (TP {_ms(c.tensor_parallel_seconds)}, PP"
@@ -149,48 +192,68 @@ def perf_view(
 
 
 def _perf_tables(result: Perf, alternatives: list[Alternative]) -> list[Any]:
-    d, p, gpu = result.decode, result.prefill, result.gpu
+    p, gpu = result.prefill, result.gpu
+    why = f" ({result.kv_dtype_reason})" if result.kv_dtype_reason else ""
     head = Text(
         f"{result.model} on {gpu.display_name} x{result.tensor_parallel_size} (per rank:"
         f" {float(gpu.bandwidth_bytes_per_s) / 1e12:.2f} TB/s, {gpu.bf16_flops / 1e12:,.0f}"
         f" dense bf16 TFLOP/s; FLOPs at the {result.matmul_precision} peak,"
-        f" {result.matmul_peak_flops / 1e12:,.0f} TFLOP/s)\nKV cache {result.kv_dtype},"
-        f" weights {result.model_dtype}."
-        f" Why {result.kv_dtype}: {result.kv_dtype_reason}"
+        f" {result.matmul_peak_flops / 1e12:,.0f} TFLOP/s)\nKV cache {result.kv_dtype}{why},"
+        f" weights {result.weights_format or result.model_dtype}"
     )
+    no_prefill = _prefill_reason(result)
     prefill = Text(
         f"prefill of {p.prompt_tokens:,} tokens: {p.flops:,} FLOPs"
-        f" ({p.attention_flops:,} attention) -> time to first token >= {_ms(p.bound_seconds)},"
-        f" about {_ms(p.estimate_seconds)} at {float(p.compute_efficiency):.0%} of peak"
+        f" ({p.attention_flops:,} attention) -> "
+        + (
+            f"no time to first token: {no_prefill}"
+            if no_prefill
+            else f"time to first token >= {_ms(p.bound_seconds)},"
+            f" about {_ms(p.estimate_seconds)} at {float(p.compute_efficiency):.0%} of peak"
+        )
     )
-    items: list[Any] = [head, _decode_table(d), _replica_line(result), prefill]
+    items: list[Any] = [head, _decode_table(result), _replica_line(result), prefill]
     items.append(_curve_table(result))
     if alternatives:
-        items.append(_alternatives_table(alternatives))
+        items.append(_alternatives_table(alternatives, result.tensor_parallel_size))
     items.append(_not_modelled(result.not_modelled))
     return items
 
 
-def _decode_table(d: DecodeStep) -> Table:
+def _decode_table(result: Perf) -> Table:
+    """One decode step: bytes, FLOPs and times per rank; the rates are the batch's, which the
+    ranks of a tensor-parallel group produce together (one token a sequence a step)."""
+    d, tp = result.decode, result.tensor_parallel_size
+    together = f" ({tp} ranks together)" if tp > 1 else ""
     rows = [
         ("weights read", format_bytes(d.weight_read_bytes)),
         ("KV read (every sequence)", format_bytes(d.kv_read_bytes)),
         ("KV written", format_bytes(d.kv_write_bytes)),
         ("FLOPs", f"{d.flops:,}"),
-        ("memory bound", _ms(d.memory_seconds)),
-        ("compute bound", _ms(d.compute_seconds)),
-        (
-            f"time per token (bound: {d.bound})",
-            f"{_ms(d.bound_seconds)} -> {_rate(d.tokens_per_second())} tok/s",
-        ),
-        (
-            f"estimate at {float(d.bandwidth_efficiency):.0%} bandwidth,"
-            f" {float(d.compute_efficiency):.0%} compute",
-            f"{_ms(d.estimate_seconds)} -> {_rate(d.tokens_per_second(True))} tok/s",
-        ),
-        ("per sequence", f"{_rate(d.tokens_per_second(True) / d.batch_size)} tok/s (estimate)"),
     ]
     title = f"decode: {d.batch_size} x {d.context_tokens:,} tokens, one step"
+    reason = result.no_speed_reason(d.batch_size)
+    if reason is not None:
+        rows.append(("time per token", "-"))
+        title += f"; no speed, the step never runs: {reason}"
+    else:
+        rows += [
+            ("memory bound", _ms(d.memory_seconds)),
+            ("compute bound", _ms(d.compute_seconds)),
+            (
+                f"time per token (bound: {d.bound})",
+                f"{_ms(d.bound_seconds)} -> {_rate(d.tokens_per_second())} tok/s{together}",
+            ),
+            (
+                f"estimate at {float(d.bandwidth_efficiency):.0%} bandwidth,"
+                f" {float(d.compute_efficiency):.0%} compute",
+                f"{_ms(d.estimate_seconds)} -> {_rate(d.tokens_per_second(True))} tok/s{together}",
+            ),
+            (
+                "per sequence",
+                f"{_rate(d.tokens_per_second(True) / d.batch_size)} tok/s (estimate)",
+            ),
+        ]
     return table([("", "left"), ("per rank", "right")], rows, simple=False, title=title)
 
 
@@ -202,10 +265,12 @@ def _curve_table(result: Perf) -> Table:
     rows = []
     for s in result.curve:
         share = s.kv_read_bytes * 100 // max(1, s.bytes_moved)
+        if not result.fits(s.batch_size):
+            # a batch beyond the pool never runs: no time, no rate
+            rows.append((f"{s.batch_size:,}", "-", "-", "-", f"{share}%", "does not fit"))
+            continue
         mark = " <- compute-bound from here" if s.batch_size == result.compute_bound_from else ""
-        if result.max_concurrency is not None and s.batch_size > result.max_concurrency:
-            mark += " (exceeds the KV pool)"
-        elif s.batch_size == result.max_concurrency:
+        if s.batch_size == result.max_concurrency:
             mark += " <- the most that fit"
         rows.append(
             (
@@ -217,12 +282,13 @@ def _curve_table(result: Perf) -> Table:
                 s.bound + mark,
             )
         )
-    columns = _right("sequences", "ms / token", "tok/s total", "tok/s each", "KV share", "bound")
+    total = "tok/s total" if result.tensor_parallel_size == 1 else "tok/s (TP group)"
+    columns = _right("sequences", "ms / token", total, "tok/s each", "KV share", "bound")
     title = "decode throughput against concurrency (estimate)"
     return table(columns, rows, simple=False, title=title)
 
 
-def _alternatives_table(alternatives: list[Alternative]) -> Table:
+def _alternatives_table(alternatives: list[Alternative], tensor_parallel_size: int = 1) -> Table:
     rows = [
         (
             a.label,
@@ -233,7 +299,8 @@ def _alternatives_table(alternatives: list[Alternative]) -> Table:
         )
         for a in alternatives
     ]
-    columns = _right("case", "context", "KV dtype", "max sequences", "tok/s total")
+    total = "tok/s total" if tensor_parallel_size == 1 else "tok/s (TP group)"
+    columns = _right("case", "context", "KV dtype", "max sequences", total)
     title = "what changes the ceiling (maximum concurrency that fits, estimate)"
     return table(columns, rows, simple=False, title=title)
 
@@ -261,6 +328,7 @@ def compare_to_dict(
                 "kv_cache_dtype": r.kv_dtype,
                 "kv_cache_dtype_reason": r.kv_dtype_reason,
                 "model_dtype": r.model_dtype,
+                "weights_format": r.weights_format,
                 "bytes_per_token": r.bytes_per_token,
                 "kv_cache_bytes": r.kv_cache_bytes,
                 "max_concurrency": r.max_concurrency,
@@ -272,6 +340,7 @@ def compare_to_dict(
                 "decode_tokens_per_second_with_communication": _number(
                     r.decode_tokens_per_second_with_communication
                 ),
+                "no_speed_reason": r.no_speed_reason,
                 "note": r.note,
             }
             for r in rows
@@ -291,7 +360,7 @@ def compare_view(
     columns: list[tuple[str, list[str]]] = [
         ("model", [r.model for r in rows]),
         ("KV dtype", [r.kv_dtype for r in rows]),
-        ("KV / token", [format_bytes(r.bytes_per_token) for r in rows]),
+        ("KV/token", [format_bytes(r.bytes_per_token) for r in rows]),
         ("KV / sequence", [format_bytes(r.kv_cache_bytes) for r in rows]),
     ]
     if any(r.max_concurrency is not None for r in rows):
@@ -324,7 +393,17 @@ def compare_view(
         simple=False,
         title=f"side by side at {context_tokens:,} tokens a sequence{where}",
     )
-    return [shown, Text("\n".join(_dtype_reasons(rows)))]
+    legend = [kv_per_token_legend(context_tokens), *_no_speed(rows), *_dtype_reasons(rows)]
+    return [shown, Text("\n".join(legend))]
+
+
+def _no_speed(rows: list[Comparison]) -> list[str]:
+    """Why a model on the GPU has no decode speed ("-"): not one sequence fits, no weights."""
+    return [
+        f"{r.model}: no decode speed, {r.no_speed_reason}"
+        for r in rows
+        if r.max_concurrency == 0 and r.no_speed_reason
+    ]
 
 
 def _dtype_reasons(rows: list[Comparison]) -> list[str]:
