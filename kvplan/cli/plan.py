@@ -24,7 +24,6 @@ from kvplan.cli.common import (
     check_failed_unless,
     command,
     emit,
-    gpu_option,
     guard,
     option,
 )
@@ -48,7 +47,18 @@ from kvplan.cli.llamacpp_options import (
     UbatchOpt,
     WiredLimitOpt,
 )
-from kvplan.cli.options import HfOverridesOpt
+from kvplan.cli.options import (
+    DtypeOpt,
+    EngineOpt,
+    EngineVersionOpt,
+    HfOverridesOpt,
+    KvCacheDtypeOpt,
+    OptionalGpuMemoryUtilizationOpt,
+    OptionalGpuOpt,
+    OptionalMaxModelLenOpt,
+    OptionalPpOpt,
+    OptionalTpOpt,
+)
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -61,14 +71,6 @@ def _opt(*names: str, help: str, min: int | None = None) -> Any:
     return typer.Option(*names, help=help, min=min, show_default=False)
 
 
-GpuOpt = Annotated[
-    str | None,
-    gpu_option(
-        "A catalog GPU (`kvplan gpus`): h100 (the H100 SXM 80GB), h200, a100-80gb,"
-        " l40s, rtx-4090, mi300x, ...",
-        show_default=False,
-    ),
-]
 GpuMemoryOpt = Annotated[
     str | None,
     _opt(
@@ -77,43 +79,8 @@ GpuMemoryOpt = Annotated[
         " describes any device, with --gpu it replaces that GPU's memory.",
     ),
 ]
-TpOpt = Annotated[
-    int | None,
-    _opt("--tensor-parallel-size", "-tp", min=1, help="GPUs sharding each layer."),
-]
-PpOpt = Annotated[
-    int | None,
-    _opt("--pipeline-parallel-size", "-pp", min=1, help="Pipeline stages (layers split)."),
-]
-MaxModelLenOpt = Annotated[
-    str | None,
-    _opt(
-        "--max-model-len",
-        "-c",
-        help="Tokens per request (prompt + output): 32768, 32k (=32,000) or 32K (=32,768).",
-    ),
-]
 ConcurrencyOpt = Annotated[
     int | None, _opt("--concurrency", "-n", min=1, help="Concurrent requests.")
-]
-UtilizationOpt = Annotated[
-    str | None,
-    _opt(
-        "--gpu-memory-utilization",
-        help="Share of the GPU's total memory the engine may use (default 0.9, vLLM's).",
-    ),
-]
-KvDtypeOpt = Annotated[
-    str,
-    typer.Option(
-        "--kv-cache-dtype",
-        "--kv-dtype",
-        help="auto (the model dtype), fp8, fp8_e5m2, bfloat16, float16, int8, q8_0, nvfp4...",
-    ),
-]
-DtypeOpt = Annotated[
-    str | None,
-    _opt("--dtype", help="Model dtype in place of the spec's (bfloat16, float16...)."),
 ]
 OverheadOpt = Annotated[
     str | None,
@@ -215,17 +182,6 @@ MaxNumSeqsOpt = Annotated[
         help="vLLM: sequences per step (default 1024); a concurrency above it does not fit.",
     ),
 ]
-EngineOpt = Annotated[
-    str,
-    typer.Option(
-        "--engine",
-        "-e",
-        help="ideal (kvplan's own paged planner), vllm (vLLM V1's budget, groups and"
-        " printed figures), sglang (its token pool and log line), trtllm (a fraction of"
-        " free memory, 32-token blocks; --gpu-memory-utilization is its"
-        " free_gpu_memory_fraction) or llama.cpp (its buffers per device, -ngl and -c).",
-    ),
-]
 MemFractionStaticOpt = Annotated[
     str | None,
     _opt(
@@ -238,15 +194,6 @@ MaxTotalTokensOpt = Annotated[
 ]
 PageSizeOpt = Annotated[
     int | None, _opt("--page-size", min=1, help="SGLang: tokens per page (default 1).")
-]
-EngineVersionOpt = Annotated[
-    str | None,
-    _opt(
-        "--engine-version",
-        help="Engine version as the engine prints it (vLLM 0.19.1, v0.19, 0.32.0): its release"
-        " line's rules; a release outside every modelled line takes the nearest and says so."
-        " Default: the newest modelled (vLLM 0.32).",
-    ),
 ]
 
 
@@ -277,14 +224,14 @@ def _tensor_parallel_size(spec: "ModelSpec", tp: int | None) -> int | None:
 def plan_command(
     ctx: typer.Context,
     model: ModelArg,
-    gpu: GpuOpt = None,
+    gpu: OptionalGpuOpt = None,
     gpu_memory: GpuMemoryOpt = None,
-    tensor_parallel_size: TpOpt = None,
-    pipeline_parallel_size: PpOpt = None,
-    max_model_len: MaxModelLenOpt = None,
+    tensor_parallel_size: OptionalTpOpt = None,
+    pipeline_parallel_size: OptionalPpOpt = None,
+    max_model_len: OptionalMaxModelLenOpt = None,
     concurrency: ConcurrencyOpt = None,
-    gpu_memory_utilization: UtilizationOpt = None,
-    kv_cache_dtype: KvDtypeOpt = "auto",
+    gpu_memory_utilization: OptionalGpuMemoryUtilizationOpt = None,
+    kv_cache_dtype: KvCacheDtypeOpt = "auto",
     dtype: DtypeOpt = None,
     quantization: QuantizationOpt = None,
     overhead: OverheadOpt = None,
@@ -343,6 +290,12 @@ def plan_command(
     in whole nodes of the GPU's system (TP inside its NVLink domain, PP across nodes, replicas,
     DP attention with expert parallelism for MoE models), ranked by --objective, with cost.
     Several GPUs (--gpu h100,h200,mi300x) are compared under the objective.
+
+    --engine: ideal (kvplan's own paged planner), vllm (vLLM V1's budget, groups and printed
+    figures), sglang (its token pool and log line), trtllm (a fraction of free memory, 32-token
+    blocks; --gpu-memory-utilization is its free_gpu_memory_fraction) or llama.cpp (its
+    buffers per device, -ngl and -c). --engine-version: a release line of the engine (default:
+    the newest modelled, vLLM 0.32).
 
     Every engine answers the same three questions from its own rules (the fewest GPUs too,
     over tensor parallel sizes and replicas); a setting an engine does not read is refused
