@@ -128,7 +128,8 @@ def test_enforce_eager_on_the_command_line_and_in_a_log() -> None:
     )
     other = runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "--enforce-eager"])
     assert other.exit_code == 2
-    assert "--enforce-eager: a vLLM flag" in other.stderr
+    assert "--enforce-eager: not read by --engine ideal" in other.stderr
+    assert "it applies with --engine vllm only" in other.stderr
     # reconcile reads the flag from the engine's config line
     log = (
         "INFO 12-01 10:00:00 [core.py:93] Initializing a V1 LLM engine (v0.32.0) with config:"

@@ -44,7 +44,6 @@ config's ``chunk_size`` or ``mamba_chunk_size``, 2,048 when it names none
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -181,12 +180,3 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     checkpoint = cfg.version in CHECKPOINT_BLOCK_LINES
     in_flight = cfg.max_num_batched_tokens * batches
     return Settings(prefix, async_on, mode, in_flight, checkpoint, chunk)
-
-
-def refuse_other_engine(engine: str, flags: Mapping[str, object]) -> None:
-    """Refuse vLLM's cache flags (those set in ``flags``) with another engine, in one line
-    naming the first flag."""
-    given = [name for name, value in flags.items() if value is not None]
-    if engine != "vllm" and given:
-        flag = "--" + given[0].replace("_", "-")
-        raise UnitError(f"{flag}: a vLLM flag; it applies with --engine vllm only")
