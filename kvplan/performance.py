@@ -372,31 +372,22 @@ def fit_concurrency(
     kv_cache_dtype: str | None = None,
     engine: str = "ideal",
 ) -> int:
-    """Sequences of ``context_tokens`` that fit at once (0 when none): kvplan's ideal planner,
-    or vLLM's own figure (its block pool over blocks per request, rounded down)."""
+    """Sequences of ``context_tokens`` that fit at once (0 when none): the answer ``kvplan
+    plan`` gives (``kvplan.engine_plans.answer``), kvplan's planner's or vLLM's."""
     spec, gpu = _spec(spec), _gpu(gpu, rates=False)
     tokens = _tokens("context_tokens", context_tokens)
     tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
     kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
-    if _engine(engine) == "vllm":
-        from kvplan.engines import vllm
+    from kvplan.engine_plans import answer
+    from kvplan.question import Question
 
-        cfg = vllm.VllmConfig(
-            max_model_len=tokens,
-            kv_cache_dtype=kv_cache_dtype,
-            tensor_parallel_size=tp,
-        )
-        return int(vllm.profile(spec, gpu, cfg).max_concurrency)
-    from kvplan.planner import plan
-
-    found = plan(
-        spec,
-        gpu,
-        tensor_parallel_size=tp,
+    asked = Question(
+        engine=_engine(engine),
         max_model_len=tokens,
+        tensor_parallel_size=tp,
         kv_cache_dtype=kv_cache_dtype,
-    ).max_concurrency
-    return found or 0
+    )
+    return answer(spec, gpu, asked).verdict.max_concurrency
 
 
 def alternatives(

@@ -360,3 +360,10 @@ def test_the_memory_rows_add_up_to_the_gpu_and_free_memory_is_within_them() -> N
     doc = _plan("-c", "32K")[1]
     total = doc["weights_bytes"] + doc["overhead_bytes"] + doc["kv_cache_memory_bytes"]
     assert total + doc["headroom_bytes"] <= doc["total_memory_bytes"]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "llama.cpp"])
+def test_perf_refuses_an_engine_it_has_no_speed_model_for(engine: str) -> None:
+    result = runner.invoke(app, ["perf", MODEL, "--gpu", GPU, "-c", "32K", "-e", engine])
+    assert result.exit_code == 2
+    assert "not modelled for speed; allowed: ideal, vllm" in result.stderr
