@@ -24,10 +24,29 @@ ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"(```[a-z]*\n)(.*?)(```)", re.S)
 
 
-def _output(command: str) -> str:
+def _run(command: str) -> tuple[str, int]:
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     text = result.stdout + result.stderr
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n"
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n") + "\n", int(
+        result.exit_code
+    )
+
+
+def _session(body: str) -> str | None:
+    """A block of ``$ kvplan ...`` commands, each followed by what it prints now (``$ echo $?``
+    by the exit code of the command before it); None when a part cannot be redone."""
+    parts = re.split(r"(?m)^(?=\$ )", body)
+    out, code = [], 0
+    for part in filter(None, parts):
+        first, _, rest = part.partition("\n")
+        if first.startswith("$ kvplan ") and "..." not in rest:
+            text, code = _run(first[2:])
+            out.append(f"{first}\n{text}")
+        elif first == "$ echo $?":
+            out.append(f"{first}\n{code}\n")
+        else:
+            return None
+    return "".join(out)
 
 
 def regenerate(path: Path) -> list[str]:
@@ -36,17 +55,18 @@ def regenerate(path: Path) -> list[str]:
 
     def one(match: re.Match[str]) -> str:
         opening, body, closing = match.groups()
-        first, _, rest = body.partition("\n")
+        first = body.partition("\n")[0]
         if not first.startswith("$ kvplan ") or "--help" in first:
             return match.group(0)
         files = [a for a in shlex.split(first) if a.endswith((".yaml", ".yml", ".json"))]
         if any(not (ROOT / f).is_file() for f in files):
             skipped.append(f"{path.name}: {first}: names a file of the reader's")
             return match.group(0)
-        if "\n$ " in rest or "..." in rest:
-            skipped.append(f"{path.name}: {first}: several commands or an elided listing")
+        redone = _session(body)
+        if redone is None:
+            skipped.append(f"{path.name}: {first}: an elided listing or another command")
             return match.group(0)
-        return f"{opening}{first}\n{_output(first[2:])}{closing}"
+        return f"{opening}{redone}{closing}"
 
     text = path.read_text(encoding="utf-8")
     path.write_text(_BLOCK.sub(one, text), encoding="utf-8")

@@ -187,7 +187,8 @@ def _memory_table(p: Plan) -> Table:
     rows not indented add up to the GPU's memory; free memory is a part of the pool's."""
 
     def free(s: StagePlan) -> str:
-        return format_bytes(p.stage_free_bytes(s))
+        left = p.stage_free_bytes(s)
+        return format_bytes(left) if left >= 0 else f"none ({format_bytes(-left)} short)"
 
     columns: list[tuple[str, Callable[[StagePlan], str]]] = [
         ("weights", lambda s: format_bytes(s.weights_bytes)),
@@ -199,9 +200,15 @@ def _memory_table(p: Plan) -> Table:
             else []
         ),
         ("  free for more work (within the above)", free),
-        (
-            f"held back ({1 - float(p.gpu_memory_utilization):g} of the GPU)",
-            lambda s: format_bytes(p.headroom_bytes),
+        *(
+            []
+            if p.kv_cache_memory_given  # the pool is given: nothing is held back for it
+            else [
+                (
+                    f"held back ({1 - float(p.gpu_memory_utilization):g} of the GPU)",
+                    lambda s: format_bytes(p.headroom_bytes),
+                )
+            ]
         ),
         (
             f"blocks of {p.block_size} tokens",
@@ -233,7 +240,8 @@ def _unallocated(p: Plan, s: StagePlan) -> int:
     """Usable memory of stage ``s`` that neither weights, overhead nor the pool take (a pool
     given with --kv-cache-memory can leave some): the rows above it then add up to the GPU."""
     used = s.weights_bytes + s.overhead_bytes + s.kv_cache_memory_bytes
-    return p.total_memory_bytes - p.headroom_bytes - used
+    held_back = 0 if p.kv_cache_memory_given else p.headroom_bytes
+    return p.total_memory_bytes - held_back - used
 
 
 def _titled(columns: Any, rows: Any, title: str) -> Table:
