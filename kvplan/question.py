@@ -79,39 +79,27 @@ _VLLM_ONLY = frozenset(
     }
 )
 
+#: What kvplan's planner and vLLM both read: the pool's budget and the model's dtypes.
+_BUDGET = frozenset(
+    {
+        "pipeline_parallel_size",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "dtype",
+        "quantization",
+        "kv_cache_memory_bytes",
+        "block_size",
+        "max_num_batched_tokens",
+        "max_position_embeddings",
+    }
+)
+
 #: The settings each engine's rules read; anything else given is refused (``refuse_unread``).
 ENGINE_SETTINGS: Mapping[str, frozenset[str]] = {
     "ideal": _WORKLOAD
-    | {
-        "pipeline_parallel_size",
-        "gpu_memory_utilization",
-        "kv_cache_dtype",
-        "dtype",
-        "quantization",
-        "overhead_bytes",
-        "kv_cache_memory_bytes",
-        "block_size",
-        "shared_prefix_tokens",
-        "lengths",
-        "mean_length",
-        "p99_length",
-        "max_num_batched_tokens",
-        "max_position_embeddings",
-    },
-    "vllm": _WORKLOAD
-    | _VLLM_ONLY
-    | {
-        "pipeline_parallel_size",
-        "gpu_memory_utilization",
-        "kv_cache_dtype",
-        "dtype",
-        "quantization",
-        "kv_cache_memory_bytes",
-        "block_size",
-        "max_num_batched_tokens",
-        "version",
-        "max_position_embeddings",
-    },
+    | _BUDGET
+    | {"overhead_bytes", "shared_prefix_tokens", "lengths", "mean_length", "p99_length"},
+    "vllm": _WORKLOAD | _BUDGET | _VLLM_ONLY | {"version"},
     "sglang": _WORKLOAD
     | {
         "pipeline_parallel_size",
