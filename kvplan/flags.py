@@ -38,9 +38,10 @@ from fractions import Fraction
 from kvplan.arguments import as_fraction, as_gpu, as_int, as_parallel, as_spec, as_tokens
 from kvplan.dtypes import CacheDTypes, cache_dtypes
 from kvplan.engines import llamacpp, sglang, tgi, vllm
+from kvplan.engines.llamacpp_layout import layer_split
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware import GPU
-from kvplan.question import parse_hf_overrides
+from kvplan.question import OVERRIDE_FLAGS, engine_refuses_length, parse_hf_overrides
 from kvplan.spec import ModelSpec
 from kvplan.units import DType, GiB, cdiv, fraction_of, resolve_dtype
 from kvplan.weights import QUANTIZATIONS, Weights, model_weights, quantization_names
@@ -70,6 +71,7 @@ _TGI_BLOCK_SIZE = tgi.BLOCK_SIZES["paged"]
 #: More concurrent requests than any engine schedules (vLLM's max_num_seqs, SGLang's
 #: max_running_requests are far below): refused before any arithmetic grows with it.
 MAX_CONCURRENCY = 1 << 24
+
 
 @dataclass(frozen=True, slots=True)
 class EngineFlags:
@@ -165,20 +167,9 @@ def recommend(
     if kv is not None:
         resolve_dtype(kv)
     model_weights(model, quantization=quant)  # a spec without num_parameters fails here, once
-    trained = parse_hf_overrides(hf_overrides) if hf_overrides else None
-    target = _Target(
-        model,
-        device,
-        length,
-        n,
-        tp,
-        kv,
-        quant,
-        util,
-        hf_overrides,
-        trained or model.max_position_embeddings,
-        model_as_typed or "",
-    )
+    trained = parse_hf_overrides(hf_overrides) if hf_overrides else model.max_position_embeddings
+    extended = (hf_overrides, trained, model_as_typed or "")
+    target = _Target(model, device, length, n, tp, kv, quant, util, *extended)
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
 
@@ -243,23 +234,12 @@ def _admit(
     (a cache dtype it has no flag for, or a TP its head split does not allow)."""
     cache = cache_dtypes(t.spec, engine, kv_cache_dtype=t.kv)
     kv_value, problem = _kv_flag(_LABELS[engine], table, t, cache)
-    problem = problem or _tp_problem(t.spec, t.tp, engine) or _length_problem(engine, t)
-    return cache, kv_value, _refused(engine, t, cache, problem) if problem else None
-
-
-#: The flag each engine takes to extend the model's trained length, where it refuses more.
-_OVERRIDE_FLAG = {"vllm": "--hf-overrides", "sglang": "--json-model-override-args"}
-
-
-def _length_problem(engine: str, t: _Target) -> str:
-    """Why ``engine`` refuses ``--max-model-len`` past the trained length ("" when it does not)."""
-    if engine not in _OVERRIDE_FLAG or t.trained is None or t.length <= t.trained:
-        return ""
-    return (
-        f"{_LABELS[engine]} refuses --max-model-len {t.length:,}: past {t.spec.name}'s trained"
-        f" length (max_position_embeddings {t.trained:,}); extend it with"
-        f" {_OVERRIDE_FLAG[engine]} (rope_scaling), e.g. kvplan flags ... --hf-overrides JSON"
+    problem = (
+        problem
+        or _tp_problem(t.spec, t.tp, engine)
+        or engine_refuses_length(engine, t.spec.name, t.length, t.trained)
     )
+    return cache, kv_value, _refused(engine, t, cache, problem) if problem else None
 
 
 def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineFlags:
@@ -325,7 +305,7 @@ def _shared_flags(
         flags.append(f"{tp_flag}={t.tp}")
     if t.hf_overrides:
         engine = "sglang" if tp_flag == "--tp" else "vllm"
-        flags.append(f"{_OVERRIDE_FLAG[engine]}={shlex.quote(t.hf_overrides)}")
+        flags.append(f"{OVERRIDE_FLAGS[engine]}={shlex.quote(t.hf_overrides)}")
     if kv_value:
         flags.append(f"--kv-cache-dtype={kv_value}")
     quant_flags, quant_note = _quantization_note(t, quantization_flag)
@@ -455,20 +435,6 @@ def _sglang(t: _Target) -> EngineFlags:
         budget=budget,
         reason=reason,
     )
-
-
-def layer_split(num_layers: int, num_gpus: int) -> tuple[tuple[int, ...], int]:
-    """llama.cpp's ``--split-mode layer`` on equal GPUs: layers per GPU, and the output's GPU.
-
-    ``llama_model::load_tensors`` puts layer ``il`` on the first GPU whose cumulative share
-    of free memory exceeds ``il / (n_layer + 1)`` (the output layer is ``il = n_layer``), that
-    is GPU ``il x gpus // (n_layer + 1)`` when the GPUs are alike. Llama 3.1 70B (80 layers)
-    on 4 GPUs: 21, 20, 20 and 19 layers, the output on the last.
-    """
-    counts = [0] * num_gpus
-    for il in range(num_layers):
-        counts[il * num_gpus // (num_layers + 1)] += 1
-    return tuple(counts), num_layers * num_gpus // (num_layers + 1)
 
 
 def _llamacpp_cache(t: _Target, model: DType) -> tuple[CacheDTypes, str]:

@@ -274,33 +274,7 @@ def _vllm_rules(
                 )
             )
     elif available_text is not None:
-        gib = Fraction(available_text)
-        low_bytes = max(0, int((gib - Fraction(1, 200)) * GiB))
-        low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
-        high = vllm.from_available(spec, int((gib + Fraction(1, 200)) * GiB), cfg).num_gpu_blocks
-        if cfg.pipeline_parallel_size == 1:
-            pool = (low, high)
-        else:
-            reason = _PIPELINE_POOL
-        if printed is not None:
-            ok = low <= printed <= high
-            if not ok and cfg.pipeline_parallel_size > 1:
-                notes.append(
-                    "with pipeline parallelism one worker prints its memory while the"
-                    " minimum over stages sets the blocks"
-                )
-            nearest = min(max(printed, low), high)
-            off = None if ok else _difference(Fraction(printed), Fraction(nearest), "blocks")
-            rows.append(
-                Row(
-                    "num_gpu_blocks (from the printed memory)",
-                    f"{printed:,}",
-                    f"{low:,}..{high:,}",
-                    "in range" if off is None else f"outside: {off.describe()}",
-                    ok,
-                    difference=off,
-                )
-            )
+        pool, reason = _available_pool(spec, cfg, available_text, printed, rows, notes)
     elif printed is not None:
         rows.append(
             _unread(
@@ -315,6 +289,50 @@ def _vllm_rules(
     figures, pool = _vllm_figures(text, layout, pool, reason, path)
     rows.extend(figures)
     return pool
+
+
+def _available_pool(
+    spec: ModelSpec,
+    cfg: VllmConfig,
+    available_text: str,
+    printed: int | None,
+    rows: list[Row],
+    notes: list[str],
+) -> tuple[tuple[int, int] | None, str]:
+    """The blocks ``Available KV cache memory: A GiB`` allows (``_vllm_rules``), and the
+    reason when they pin no pool; checks a printed ``num_gpu_blocks`` against them."""
+    from kvplan.engines import vllm
+
+    pool: tuple[int, int] | None = None
+    reason = _NO_POOL
+    gib = Fraction(available_text)
+    low_bytes = max(0, int((gib - Fraction(1, 200)) * GiB))
+    low = vllm.from_available(spec, low_bytes, cfg).num_gpu_blocks
+    high = vllm.from_available(spec, int((gib + Fraction(1, 200)) * GiB), cfg).num_gpu_blocks
+    if cfg.pipeline_parallel_size == 1:
+        pool = (low, high)
+    else:
+        reason = _PIPELINE_POOL
+    if printed is not None:
+        ok = low <= printed <= high
+        if not ok and cfg.pipeline_parallel_size > 1:
+            notes.append(
+                "with pipeline parallelism one worker prints its memory while the"
+                " minimum over stages sets the blocks"
+            )
+        nearest = min(max(printed, low), high)
+        off = None if ok else _difference(Fraction(printed), Fraction(nearest), "blocks")
+        rows.append(
+            Row(
+                "num_gpu_blocks (from the printed memory)",
+                f"{printed:,}",
+                f"{low:,}..{high:,}",
+                "in range" if off is None else f"outside: {off.describe()}",
+                ok,
+                difference=off,
+            )
+        )
+    return pool, reason
 
 
 def _vllm_printed(layout: VllmResult, num_blocks: int) -> tuple[int, Fraction]:

@@ -130,13 +130,14 @@ _WHY_UNREAD: Mapping[tuple[str, str], str] = {
     ("llama.cpp", "block_size"): "llama.cpp stores cells of one token",
 }
 
-#: Engines that refuse a --max-model-len past the model's trained length, and how each is
-#: told to allow it: vLLM's ``_get_and_verify_max_len`` (vllm/config/model.py) and SGLang's
+#: Engines that refuse a --max-model-len past the model's trained length, and the flag each
+#: takes to extend it: vLLM's ``_get_and_verify_max_len`` (vllm/config/model.py) and SGLang's
 #: ``ModelConfig`` (sglang/srt/configs/model_config.py) raise; llama.cpp and TensorRT-LLM warn.
-_REFUSES_LONG: Mapping[str, str] = {
-    "vllm": "vLLM refuses it (--hf-overrides '{\"rope_scaling\": ...}' extends the length)",
-    "sglang": "SGLang refuses it (--json-model-override-args extends the length)",
+OVERRIDE_FLAGS: Mapping[str, str] = {
+    "vllm": "--hf-overrides",
+    "sglang": "--json-model-override-args",
 }
+_ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 
 _OVERRIDE_KEYS = ("max_position_embeddings", "rope_scaling")
 
@@ -252,12 +253,26 @@ def length_problem(spec: ModelSpec, q: Question, length: int | None) -> str:
     )
 
 
+def engine_refuses_length(engine: str, name: str, length: int, trained: int | None) -> str:
+    """Why ``engine`` refuses ``length`` tokens of model ``name`` trained for ``trained``
+    ("" when it takes them): the sentence ``plan`` raises and ``flags`` gives as the reason."""
+    flag = OVERRIDE_FLAGS.get(engine)
+    if flag is None or trained is None or length <= trained:
+        return ""
+    return (
+        f"{_ENGINE_LABELS[engine]} refuses --max-model-len {length:,}: past {name}'s trained"
+        f" length (max_position_embeddings {trained:,}); {flag} (rope_scaling) extends it, as"
+        " kvplan's --hf-overrides does"
+    )
+
+
 def refuse_past_trained_length(spec: ModelSpec, q: Question) -> None:
     """Raise UnitError when ``q``'s engine refuses its ``--max-model-len`` as too long."""
-    problem = length_problem(spec, q, q.max_model_len)
-    how = _REFUSES_LONG.get(q.engine)
-    if problem and how:
-        raise UnitError(f"--max-model-len: {problem}; {how}")
+    if q.max_model_len is None:
+        return
+    why = engine_refuses_length(q.engine, spec.name, q.max_model_len, trained_length(spec, q))
+    if why:
+        raise UnitError(f"--max-model-len: {why}")
 
 
 def parse_hf_overrides(text: str) -> int:

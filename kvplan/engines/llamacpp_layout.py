@@ -302,3 +302,17 @@ def _split_rows(gpus: list[DeviceUse], shares: list[Fraction], num_bytes: int) -
         use.model_bytes += part
         given += part
     gpus[0].model_bytes += num_bytes - given
+
+
+def layer_split(num_layers: int, num_gpus: int) -> tuple[tuple[int, ...], int]:
+    """llama.cpp's ``--split-mode layer`` on equal GPUs: layers per GPU, and the output's GPU.
+
+    ``llama_model::load_tensors`` puts layer ``il`` on the first GPU whose cumulative share
+    of free memory exceeds ``il / (n_layer + 1)`` (the output layer is ``il = n_layer``), that
+    is GPU ``il x gpus // (n_layer + 1)`` when the GPUs are alike. Llama 3.1 70B (80 layers)
+    on 4 GPUs: 21, 20, 20 and 19 layers, the output on the last.
+    """
+    counts = [0] * num_gpus
+    for il in range(num_layers):
+        counts[il * num_gpus // (num_layers + 1)] += 1
+    return tuple(counts), num_layers * num_gpus // (num_layers + 1)
