@@ -198,6 +198,7 @@ def _counts() -> list[tuple[str, str, int]]:
         ("README.md", r"(\d+) of them kept whole in tests/data/logs", len(_kept_logs())),
         ("docs/cli.md", r"(\d+) bundled models", models),
         ("docs/cli.md", r"(\d+) accelerators", gpus),
+        ("docs/cli.md", r"(\d+) commands, in", len(app.registered_commands)),
         ("docs/engines.md", r"holds (\d+) vLLM v0\.19\.0 start-ups", len(vllm_19)),
         (
             "docs/engines.md",
