@@ -140,8 +140,9 @@ _MAX_MODEL_LEN = typer.Option(
     "--context",
     "-c",
     help="Tokens per sequence, prompt and output (vLLM's --max-model-len): 32768, 32k"
-    " (=32,000) or 32K (=32,768). With --engine llama.cpp or ik_llama.cpp it is their -c,"
-    " the cells of all -np sequences together.",
+    " (=32,000) or 32K (=32,768). calc --engine llama.cpp/ik_llama.cpp: their -c, the cells"
+    " of all -np sequences; plan and flags: each request's tokens, so llama-server's -c is"
+    " it times -np.",
     show_default=False,
 )
 MaxModelLenOpt = Annotated[str, _MAX_MODEL_LEN]

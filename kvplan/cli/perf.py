@@ -9,13 +9,6 @@ from typing import Annotated
 import typer
 
 from kvplan.cli.common import (
-    EngineOpt,
-    FormatOpt,
-    GpuOpt,
-    KvDtypeOpt,
-    ModelArg,
-    OutputFormat,
-    TpOpt,
     auto_none,
     command,
     complete_model,
@@ -24,6 +17,16 @@ from kvplan.cli.common import (
     guard,
     tokens_option,
 )
+from kvplan.cli.options import (
+    EngineOpt,
+    FormatOpt,
+    GpuOpt,
+    ModelArg,
+    OutputFormat,
+    PpOpt,
+    TpOpt,
+)
+from kvplan.cli.options import OptionalKvCacheDtypeOpt as KvDtypeOpt
 
 
 def _efficiency(name: str, text: str) -> float:
@@ -59,10 +62,6 @@ PerfSystemOpt = Annotated[
         " system).",
         show_default=False,
     ),
-]
-PpOpt = Annotated[
-    int,
-    typer.Option("--pipeline-parallel-size", "-pp", min=1, help="Pipeline stages (layers split)."),
 ]
 EpOpt = Annotated[
     int,
