@@ -388,55 +388,51 @@ def _vllm_figures(
     rows: list[Row] = []
     if sizes:
         tokens = Fraction(_count(sizes[0], "GPU KV cache size", path, 0, 2**50))
-        if pool is None:
-            rows.append(_unread("GPU KV cache size (tokens)", sizes[0], reason))
-        else:
-            matched, mine = _match(pool, lambda b: Fraction(_vllm_printed(layout, b)[0]), tokens)
-            shown = (
-                f"{int(mine):,}"
-                if matched
-                else _span(pool, lambda b: f"{_vllm_printed(layout, b)[0]:,}")
-            )
-            rows.append(
-                _rule(
-                    "GPU KV cache size (tokens)",
-                    sizes[0],
-                    shown,
-                    matched is not None,
-                    _difference(tokens, mine, "tokens"),
-                )
-            )
-            pool = matched or pool
+        row, pool = _check_printed(
+            ("GPU KV cache size (tokens)", sizes[0], tokens, "tokens"),
+            pool,
+            reason,
+            lambda b: Fraction(_vllm_printed(layout, b)[0]),
+            lambda value: f"{int(value):,}",
+        )
+        rows.append(row)
     if concurrencies:
         if not _DECIMAL.fullmatch(concurrencies[0]):
             raise SpecError(
                 path,
                 [f"maximum concurrency {abbreviate(concurrencies[0])} in the log: not a figure"],
             )
-        concurrency = Fraction(concurrencies[0])
-        if pool is None:
-            rows.append(_unread("maximum concurrency", f"{concurrencies[0]}x", reason))
-        else:
-            matched, mine = _match(pool, lambda b: _vllm_printed(layout, b)[1], concurrency)
-            shown = (
-                f"{float(mine):.2f}x"
-                if matched
-                else _span(pool, lambda b: f"{float(_vllm_printed(layout, b)[1]):.2f}x")
-            )
-            rows.append(
-                _rule(
-                    "maximum concurrency",
-                    f"{concurrencies[0]}x",
-                    shown,
-                    matched is not None,
-                    _difference(concurrency, mine, "x"),
-                )
-            )
-            pool = matched or pool
+        row, pool = _check_printed(
+            ("maximum concurrency", f"{concurrencies[0]}x", Fraction(concurrencies[0]), "x"),
+            pool,
+            reason,
+            lambda b: _vllm_printed(layout, b)[1],
+            lambda value: f"{float(value):.2f}x",
+        )
+        rows.append(row)
     further = "a further engine's figure (data parallel or a restart): kvplan checks the first"
     rows.extend(_unread("GPU KV cache size (tokens)", s, further) for s in sizes[1:])
     rows.extend(_unread("maximum concurrency", f"{c}x", further) for c in concurrencies[1:])
     return rows, pool
+
+
+def _check_printed(
+    printed: tuple[str, str, Fraction, str],
+    pool: tuple[int, int] | None,
+    reason: str,
+    figure: Callable[[int], Fraction],
+    show: Callable[[Fraction], str],
+) -> tuple[Row, tuple[int, int] | None]:
+    """One printed figure (component, as printed, its value, unit) checked against what each
+    block count of ``pool`` prints (``figure``); not read, with ``reason``, without a pool.
+    Returns the row and the block counts that print it (else the pool)."""
+    component, as_printed, value, unit = printed
+    if pool is None:
+        return _unread(component, as_printed, reason), None
+    matched, mine = _match(pool, figure, value)
+    shown = show(mine) if matched else _span(pool, lambda b: show(figure(b)))
+    row = _rule(component, as_printed, shown, matched is not None, _difference(value, mine, unit))
+    return row, matched or pool
 
 
 def _span(pool: tuple[int, int], shown: Callable[[int], str]) -> str:

@@ -137,7 +137,6 @@ OVERRIDE_FLAGS: Mapping[str, str] = {
     "vllm": "--hf-overrides",
     "sglang": "--json-model-override-args",
 }
-_ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 
 _OVERRIDE_KEYS = ("max_position_embeddings", "rope_scaling")
 
@@ -219,7 +218,9 @@ def refuse_unread(q: Question) -> None:
         return  # an unknown engine is the planner's error to give, with the modelled list
     for name in q.given():
         if name not in read:
-            why = _WHY_UNREAD.get((q.engine, name), f"{_engine_label(q.engine)} does not use it")
+            why = _WHY_UNREAD.get(
+                (q.engine, name), f"{_ENGINE_LABELS.get(q.engine, q.engine)} does not use it"
+            )
             readers = [e for e, names in ENGINE_SETTINGS.items() if name in names]
             also = ""
             if len(readers) == 1:
@@ -231,10 +232,13 @@ def refuse_unread(q: Question) -> None:
             )
 
 
-def _engine_label(engine: str) -> str:
-    return {"ideal": "kvplan's own planner", "llama.cpp": "llama.cpp"}.get(
-        engine, {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(engine, engine)
-    )
+_ENGINE_LABELS = {
+    "ideal": "kvplan's own planner",
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "trtllm": "TensorRT-LLM",
+    "llama.cpp": "llama.cpp",
+}
 
 
 def trained_length(spec: ModelSpec, q: Question) -> int | None:
