@@ -1,6 +1,6 @@
 """Rewrite the generated parts of the docs after a change of output: run from the repo root.
 
-- docs/spec.md: the key table, from the ModelSpec model (``python -m kvplan._docs``);
+- docs/spec.md: the key table, from the ModelSpec model (``python -m kvplan.model.spec_doc``);
 - every ``$ kvplan ...`` example in README.md and docs/*.md that needs no local file: its
   output block is replaced by what the command prints now (an elided block, ending in
   ``...``, keeps its length).
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kvplan._docs import main as regenerate_spec_doc
 from kvplan.cli import app
+from kvplan.model.spec_doc import main as regenerate_spec_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,23 +12,24 @@
 # never imports pydantic, and a `kvplan calc` never imports the planner. Each engine
 # profile's entry point is exported as `<engine>_<its name in its module>` (`vllm_profile`
 # is kvplan.engines.vllm.profile): a "module:name" value below. No module is named like a
-# function here (kvplan.performance.perf, kvplan.flags.recommend, kvplan.logs.reconcile), so
+# function here (kvplan.answers.performance.perf, kvplan.answers.flags.recommend,
+# kvplan.logs.reconcile.reconcile), so
 # importing a submodule never shadows a function on the package.
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    "AssertionResult": "kvplan.budget",
-    "Budget": "kvplan.budget",
-    "check_budget": "kvplan.budget",
-    "load_budget": "kvplan.budget",
-    "list_models": "kvplan.catalog",
-    "load_model": "kvplan.catalog",
-    "Diff": "kvplan.diffing",
-    "diff_files": "kvplan.diffing",
-    "CacheDTypes": "kvplan.dtypes",
-    "cache_dtypes": "kvplan.dtypes",
+    "AssertionResult": "kvplan.gate.budget",
+    "Budget": "kvplan.gate.budget",
+    "check_budget": "kvplan.gate.budget",
+    "load_budget": "kvplan.gate.budget",
+    "list_models": "kvplan.importers.catalog",
+    "load_model": "kvplan.importers.catalog",
+    "Diff": "kvplan.gate.diffing",
+    "diff_files": "kvplan.gate.diffing",
+    "CacheDTypes": "kvplan.model.dtypes",
+    "cache_dtypes": "kvplan.model.dtypes",
     "EngineResult": "kvplan.engines.base",
     "llamacpp_kv_cache": "kvplan.engines.llamacpp:kv_cache",
     "sglang_kv_cache": "kvplan.engines.sglang:kv_cache",
@@ -47,36 +48,36 @@ _LAZY: dict[str, str] = {
     "UnavailableError": "kvplan.errors",
     "UnitError": "kvplan.errors",
     "UnknownEngineError": "kvplan.errors",
-    "Estimate": "kvplan.estimator",
-    "LayerBreakdown": "kvplan.estimator",
-    "bytes_per_token": "kvplan.estimator",
-    "estimate": "kvplan.estimator",
-    "explain": "kvplan.estimator",
-    "GPU": "kvplan.hardware",
-    "UnknownGPUError": "kvplan.hardware",
-    "custom_gpu": "kvplan.hardware",
-    "find_gpu": "kvplan.hardware",
-    "list_gpus": "kvplan.hardware",
+    "Estimate": "kvplan.model.estimator",
+    "LayerBreakdown": "kvplan.model.estimator",
+    "bytes_per_token": "kvplan.model.estimator",
+    "estimate": "kvplan.model.estimator",
+    "explain": "kvplan.model.estimator",
+    "GPU": "kvplan.hardware.gpus",
+    "UnknownGPUError": "kvplan.hardware.gpus",
+    "custom_gpu": "kvplan.hardware.gpus",
+    "find_gpu": "kvplan.hardware.gpus",
+    "list_gpus": "kvplan.hardware.gpus",
     "Architecture": "kvplan.importers",
     "Imported": "kvplan.importers",
     "import_config": "kvplan.importers",
     "list_architectures": "kvplan.importers",
-    "ChunkedLocalAttention": "kvplan.layers",
-    "FullAttention": "kvplan.layers",
-    "LayerCache": "kvplan.layers",
-    "MLALatent": "kvplan.layers",
-    "NoCache": "kvplan.layers",
-    "RecurrentState": "kvplan.layers",
-    "SlidingWindowAttention": "kvplan.layers",
-    "Alternative": "kvplan.performance",
-    "Comparison": "kvplan.performance",
-    "DecodeStep": "kvplan.performance",
-    "Perf": "kvplan.performance",
-    "Prefill": "kvplan.performance",
-    "alternatives": "kvplan.performance",
-    "compare": "kvplan.performance",
-    "memory_curve": "kvplan.performance",
-    "perf": "kvplan.performance",
+    "ChunkedLocalAttention": "kvplan.model.layers",
+    "FullAttention": "kvplan.model.layers",
+    "LayerCache": "kvplan.model.layers",
+    "MLALatent": "kvplan.model.layers",
+    "NoCache": "kvplan.model.layers",
+    "RecurrentState": "kvplan.model.layers",
+    "SlidingWindowAttention": "kvplan.model.layers",
+    "Alternative": "kvplan.answers.performance",
+    "Comparison": "kvplan.answers.performance",
+    "DecodeStep": "kvplan.answers.performance",
+    "Perf": "kvplan.answers.performance",
+    "Prefill": "kvplan.answers.performance",
+    "alternatives": "kvplan.answers.performance",
+    "compare": "kvplan.answers.performance",
+    "memory_curve": "kvplan.answers.performance",
+    "perf": "kvplan.answers.performance",
     "LengthMix": "kvplan.planner",
     "Overhead": "kvplan.planner",
     "Plan": "kvplan.planner",
@@ -88,40 +89,48 @@ _LAZY: dict[str, str] = {
     "plan_cluster": "kvplan.planner.api",
     "is_cluster_question": "kvplan.planner.cluster_route",
     "plan_deployment": "kvplan.planner.cluster_route",
-    "System": "kvplan.systems",
-    "UnknownSystemError": "kvplan.systems",
-    "find_system": "kvplan.systems",
-    "list_systems": "kvplan.systems",
-    "Price": "kvplan.costs",
-    "list_prices": "kvplan.costs",
-    "ProbeResult": "kvplan.probe",
-    "run_probe": "kvplan.probe",
-    "EngineFlags": "kvplan.flags",
-    "recommend": "kvplan.flags",
-    "Reconciliation": "kvplan.logs",
-    "read_log": "kvplan.logs",
-    "reconcile": "kvplan.logs",
-    "json_schema": "kvplan.schemas",
-    "ModelSpec": "kvplan.spec",
-    "load_spec": "kvplan.spec",
-    "parse_spec": "kvplan.spec",
+    "System": "kvplan.hardware.systems",
+    "UnknownSystemError": "kvplan.hardware.systems",
+    "find_system": "kvplan.hardware.systems",
+    "list_systems": "kvplan.hardware.systems",
+    "Price": "kvplan.hardware.costs",
+    "list_prices": "kvplan.hardware.costs",
+    "ProbeResult": "kvplan.probe.measure",
+    "run_probe": "kvplan.probe.measure",
+    "EngineFlags": "kvplan.answers.flags",
+    "recommend": "kvplan.answers.flags",
+    "Reconciliation": "kvplan.logs.reconcile",
+    "read_log": "kvplan.logs.reconcile",
+    "reconcile": "kvplan.logs.reconcile",
+    "json_schema": "kvplan.gate.schemas",
+    "ModelSpec": "kvplan.model.spec",
+    "load_spec": "kvplan.model.spec",
+    "parse_spec": "kvplan.model.spec",
     "DType": "kvplan.units",
     "format_bytes": "kvplan.units",
     "parse_bytes": "kvplan.units",
     "parse_tokens": "kvplan.units",
     "resolve_dtype": "kvplan.units",
-    "Weights": "kvplan.weights",
-    "model_weights": "kvplan.weights",
-    "pipeline_partition": "kvplan.weights",
-    "load_lengths": "kvplan.workload",
+    "Weights": "kvplan.model.weights",
+    "model_weights": "kvplan.model.weights",
+    "pipeline_partition": "kvplan.model.weights",
+    "load_lengths": "kvplan.answers.workload",
 }
 
 if TYPE_CHECKING:
-    from kvplan.budget import AssertionResult, Budget, check_budget, load_budget
-    from kvplan.catalog import list_models, load_model
-    from kvplan.costs import Price, list_prices
-    from kvplan.diffing import Diff, diff_files
-    from kvplan.dtypes import CacheDTypes, cache_dtypes
+    from kvplan.answers.flags import EngineFlags, recommend
+    from kvplan.answers.performance import (
+        Alternative,
+        Comparison,
+        DecodeStep,
+        Perf,
+        Prefill,
+        alternatives,
+        compare,
+        memory_curve,
+        perf,
+    )
+    from kvplan.answers.workload import load_lengths
     from kvplan.engines.base import EngineResult
     from kvplan.engines.llamacpp import kv_cache as llamacpp_kv_cache
     from kvplan.engines.sglang import kv_cache as sglang_kv_cache
@@ -141,11 +150,18 @@ if TYPE_CHECKING:
         UnitError,
         UnknownEngineError,
     )
-    from kvplan.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain
-    from kvplan.flags import EngineFlags, recommend
-    from kvplan.hardware import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
+    from kvplan.gate.budget import AssertionResult, Budget, check_budget, load_budget
+    from kvplan.gate.diffing import Diff, diff_files
+    from kvplan.gate.schemas import json_schema
+    from kvplan.hardware.costs import Price, list_prices
+    from kvplan.hardware.gpus import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
+    from kvplan.hardware.systems import System, UnknownSystemError, find_system, list_systems
     from kvplan.importers import Architecture, Imported, import_config, list_architectures
-    from kvplan.layers import (
+    from kvplan.importers.catalog import list_models, load_model
+    from kvplan.logs.reconcile import Reconciliation, read_log, reconcile
+    from kvplan.model.dtypes import CacheDTypes, cache_dtypes
+    from kvplan.model.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain
+    from kvplan.model.layers import (
         ChunkedLocalAttention,
         FullAttention,
         LayerCache,
@@ -154,29 +170,14 @@ if TYPE_CHECKING:
         RecurrentState,
         SlidingWindowAttention,
     )
-    from kvplan.logs import Reconciliation, read_log, reconcile
-    from kvplan.performance import (
-        Alternative,
-        Comparison,
-        DecodeStep,
-        Perf,
-        Prefill,
-        alternatives,
-        compare,
-        memory_curve,
-        perf,
-    )
+    from kvplan.model.spec import ModelSpec, load_spec, parse_spec
+    from kvplan.model.weights import Weights, model_weights, pipeline_partition
     from kvplan.planner import LengthMix, Overhead, Plan, StagePlan, estimate_overhead, plan
     from kvplan.planner.api import plan_cluster
     from kvplan.planner.cluster import Candidate, ClusterPlan
     from kvplan.planner.cluster_route import is_cluster_question, plan_deployment
-    from kvplan.probe import ProbeResult, run_probe
-    from kvplan.schemas import json_schema
-    from kvplan.spec import ModelSpec, load_spec, parse_spec
-    from kvplan.systems import System, UnknownSystemError, find_system, list_systems
+    from kvplan.probe.measure import ProbeResult, run_probe
     from kvplan.units import DType, format_bytes, parse_bytes, parse_tokens, resolve_dtype
-    from kvplan.weights import Weights, model_weights, pipeline_partition
-    from kvplan.workload import load_lengths
 
 
 def __getattr__(name: str) -> Any:

@@ -19,8 +19,8 @@ from kvplan.errors import UnitError
 from kvplan.units import abbreviate, parse_bytes, parse_tokens
 
 if TYPE_CHECKING:
-    from kvplan.hardware import GPU
-    from kvplan.spec import ModelSpec
+    from kvplan.hardware.gpus import GPU
+    from kvplan.model.spec import ModelSpec
 
 #: Parallel sizes beyond this are refused outright (no deployment has more GPUs in one model
 #: replica; it also bounds every per-rank loop).
@@ -33,12 +33,12 @@ def _kind(value: object) -> str:
 
 def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
     """A ModelSpec as given, or the one a name or path resolves to."""
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (str, Path)):
-        from kvplan.catalog import load_model
+        from kvplan.importers.catalog import load_model
 
         return load_model(model)
     raise UnitError(f"model: expected a ModelSpec or a model name, got {_kind(model)}")
@@ -46,7 +46,7 @@ def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
 
 def as_gpu(gpu: GPU | str) -> GPU:
     """A GPU as given, or the catalog GPU a name resolves to."""
-    from kvplan.hardware import GPU, find_gpu
+    from kvplan.hardware.gpus import GPU, find_gpu
 
     if isinstance(gpu, GPU):
         return gpu

@@ -11,7 +11,7 @@ The library raises these; the command line turns them into exit codes at its edg
     │   ├── NameRefusedError         a variant's name that differs from its catalog entry
     │   └── HubNotFoundError         no such repository or revision on the Hub
     ├── UnknownGPUError (LookupError)
-    │                                no catalog GPU has that name (kvplan.hardware)
+    │                                no catalog GPU has that name (kvplan.hardware.gpus)
     ├── UnknownEngineError (LookupError)
     │                                no profile for that engine, or for that version of it
     └── UnavailableError             an optional component or the device is missing (exit 3)

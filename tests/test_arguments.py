@@ -12,7 +12,7 @@ import pytest
 import kvplan
 from kvplan.arguments import as_fraction, as_tensor_parallel_size, as_tokens
 from kvplan.errors import KvplanError, ModelNotFoundError, UnitError
-from kvplan.hardware import UnknownGPUError
+from kvplan.hardware.gpus import UnknownGPUError
 
 
 def test_estimate_takes_names_and_token_strings() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kvplan.catalog import load_model
-from kvplan.hardware import find_gpu
-from kvplan.performance import perf
+from kvplan.answers.performance import perf
+from kvplan.hardware.gpus import find_gpu
+from kvplan.importers.catalog import load_model
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,

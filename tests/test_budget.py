@@ -198,7 +198,7 @@ def test_assertion_lines_come_from_one_parse(tmp_path: Path) -> None:
     # again (the old lookup composed the YAML once per assertion)
     import time
 
-    from kvplan.budget import load_budget
+    from kvplan.gate.budget import load_budget
     from kvplan.validation import line_locator
 
     one = PASSING.split("deployments:\n", 1)[1]
@@ -254,7 +254,7 @@ SPEC = Path(__file__).resolve().parent.parent / "model_specs" / "llama-3.1-8b.ya
             "bytes per token 128.00 KiB -> 64.00 KiB (-50%)",
         ),
         (
-            # a float32 checkpoint is served, and cached, in bfloat16 (kvplan.dtypes): the
+            # a float32 checkpoint is served, and cached, in bfloat16 (kvplan.model.dtypes): the
             # diff names the change and says that no answer moves
             "torch_dtype: bfloat16",
             "torch_dtype: float32",
@@ -449,7 +449,7 @@ def test_junit_states_each_value_once_with_its_unit(tmp_path: Path) -> None:
 def test_assertion_described_in_its_unit(
     assertion: str, unit: str, required: int | bool, actual: int | bool, described: str
 ) -> None:
-    from kvplan.budget import AssertionResult
+    from kvplan.gate.budget import AssertionResult
 
     r = AssertionResult("d", assertion, required, actual, False, None, unit)
     assert r.described == described

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.catalog import list_models, load_model, specs_dir
 from kvplan.errors import ModelNotFoundError
-from kvplan.estimator import bytes_per_token, estimate
-from kvplan.spec import load_spec
+from kvplan.importers.catalog import list_models, load_model, specs_dir
+from kvplan.model.estimator import bytes_per_token, estimate
+from kvplan.model.spec import load_spec
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 GOLDEN = {

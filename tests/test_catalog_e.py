@@ -11,8 +11,8 @@ from typing import Any
 from kvplan import estimate
 from kvplan.importers import import_config, parameters_from_config
 from kvplan.importers.config import spec_from_config
-from kvplan.layers import FullAttention, RecurrentState
-from kvplan.spec import parse_spec
+from kvplan.model.layers import FullAttention, RecurrentState
+from kvplan.model.spec import parse_spec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 

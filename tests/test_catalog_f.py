@@ -14,7 +14,7 @@ from kvplan import estimate
 from kvplan.importers import import_config, parameters_from_config
 from kvplan.importers.config import spec_from_config
 from kvplan.importers.registry import list_architectures
-from kvplan.layers import FullAttention, SlidingWindowAttention
+from kvplan.model.layers import FullAttention, SlidingWindowAttention
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 BY_TYPE = {a.model_type: a for a in list_architectures()}

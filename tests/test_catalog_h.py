@@ -16,8 +16,8 @@ from kvplan.errors import SpecError
 from kvplan.importers import import_config, parameters_from_config
 from kvplan.importers.config import spec_from_config
 from kvplan.importers.registry import list_architectures
-from kvplan.layers import FullAttention, MLALatent
-from kvplan.spec import ModelSpec, parse_spec
+from kvplan.model.layers import FullAttention, MLALatent
+from kvplan.model.spec import ModelSpec, parse_spec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"

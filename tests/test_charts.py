@@ -468,11 +468,11 @@ def test_svg_marks_where_a_line_stops(tmp_path: Path) -> None:
 
 
 def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
-    from kvplan.catalog import load_model
+    from kvplan.answers.curves import memory_curves
     from kvplan.engines import vllm
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.importers.catalog import load_model
     from kvplan.planner import plan
-    from kvplan.speed import memory_curves
     from kvplan.views.charts import memory_chart
 
     spec, gpu = load_model("llama-3.1-8b"), find_gpu("h100")
@@ -496,8 +496,8 @@ def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
 
 
 def test_throughput_chart_says_its_rates_are_the_tp_groups() -> None:
-    from kvplan.hardware import find_gpu
-    from kvplan.speed import ThroughputCurve
+    from kvplan.answers.curves import ThroughputCurve
+    from kvplan.hardware.gpus import find_gpu
     from kvplan.views.charts import throughput_chart
 
     gpu = find_gpu("h100")

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import load_model
 from kvplan.cli import app
 from kvplan.errors import SpecError, UnitError
+from kvplan.hardware.systems import UnknownSystemError, find_system, list_systems, load_systems
+from kvplan.importers.catalog import load_model
 from kvplan.planner.api import plan_cluster
 from kvplan.planner.cluster import Candidate, search_cluster
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.pool import fits, shared_blocks
 from kvplan.planner.throughput import decode_round
-from kvplan.systems import UnknownSystemError, find_system, list_systems, load_systems
 
 GB = 10**9
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import kvplan
 from kvplan.cli import app
-from kvplan.hardware import custom_gpu
+from kvplan.hardware.gpus import custom_gpu
 from kvplan.units import TiB
 
 runner = CliRunner()

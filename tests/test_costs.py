@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.costs import (
+from kvplan.errors import SpecError, UnitError
+from kvplan.hardware.costs import (
     list_prices,
     load_prices,
     parse_price_overrides,
     price_for,
     usd_per_million_tokens,
 )
-from kvplan.errors import SpecError, UnitError
-from kvplan.hardware import find_gpu
+from kvplan.hardware.gpus import find_gpu
 
 
 def test_bundled_prices_are_dated_and_sourced() -> None:

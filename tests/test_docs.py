@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kvplan._docs import render_spec_doc
 from kvplan.cli import app
+from kvplan.model.spec_doc import render_spec_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -35,7 +35,7 @@ def _fenced_blocks(text: str, after_heading: str) -> list[str]:
 
 def test_spec_doc_is_generated_from_the_model() -> None:
     text = (DOCS / "spec.md").read_text(encoding="utf-8")
-    assert text == render_spec_doc(text), "run: python -m kvplan._docs"
+    assert text == render_spec_doc(text), "run: python -m kvplan.model.spec_doc"
 
 
 @pytest.mark.parametrize("name", sorted(_commands()))
@@ -183,8 +183,8 @@ def _counts() -> list[tuple[str, str, int]]:
     """(file, pattern whose group 1 is the count, the count computed now)."""
     import test_engine_vllm
 
-    from kvplan.catalog import list_models
-    from kvplan.hardware import list_gpus
+    from kvplan.hardware.gpus import list_gpus
+    from kvplan.importers.catalog import list_models
 
     ids = _reference_log_ids()
     every_log = {i for group in ids.values() for i in group}

@@ -1,15 +1,15 @@
-"""One rule decides the cache dtype: every command and engine asks kvplan.dtypes."""
+"""One rule decides the cache dtype: every command and engine asks kvplan.model.dtypes."""
 
 from __future__ import annotations
 
 import pytest
 
 import kvplan
-from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines import sglang, transformers, vllm
 from kvplan.errors import UnitError
-from kvplan.estimator import estimate
-from kvplan.hardware import find_gpu
+from kvplan.hardware.gpus import find_gpu
+from kvplan.model.dtypes import cache_dtypes, served_dtype
+from kvplan.model.estimator import estimate
 from kvplan.planner import plan
 from kvplan.units import GiB
 

@@ -24,7 +24,7 @@ from kvplan.engines.llamacpp import (
     swa_cells,
 )
 from kvplan.errors import UnitError
-from kvplan.layers import MLALatent
+from kvplan.model.layers import MLALatent
 from kvplan.units import MiB
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import load_model
 from kvplan.cli import app
 from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
 from kvplan.engines.llamacpp_layout import layer_devices
 from kvplan.engines.llamacpp_plan import LlamaCppAsk, budget, plan
 from kvplan.errors import UnitError
-from kvplan.hardware import custom_gpu, find_gpu
-from kvplan.spec import ModelSpec
+from kvplan.hardware.gpus import custom_gpu, find_gpu
+from kvplan.importers.catalog import load_model
+from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB
 
 ONE = (Fraction(1),)

@@ -14,7 +14,7 @@ import pytest
 from kvplan import custom_gpu, find_gpu, load_model, parse_spec
 from kvplan.engines import sglang
 from kvplan.errors import UnitError
-from kvplan.spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB
 
 
@@ -369,7 +369,7 @@ def test_swa_pool_split_hand_worked() -> None:
 def test_hybrid_swa_kv_cache_uses_the_split() -> None:
     import kvplan
     from kvplan.engines import sglang
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
 
     spec = kvplan.load_model("gemma-3-27b")
     result = sglang.kv_cache(spec, find_gpu("h200"), mem_fraction_static=0.85)

@@ -12,7 +12,7 @@ from kvplan import load_model, parse_spec
 from kvplan.engines import transformers as hf
 from kvplan.engines.base import UnknownEngineError
 from kvplan.errors import UnitError
-from kvplan.spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 
 
 def _spec(**fields: object) -> ModelSpec:

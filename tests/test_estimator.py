@@ -12,8 +12,8 @@ import pytest
 
 import kvplan
 from kvplan.errors import UnitError
-from kvplan.estimator import bytes_per_token, estimate, explain
-from kvplan.spec import ModelSpec, load_spec, parse_spec
+from kvplan.model.estimator import bytes_per_token, estimate, explain
+from kvplan.model.spec import ModelSpec, load_spec, parse_spec
 from kvplan.units import GiB
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.catalog import load_model, specs_dir
-from kvplan.hardware import find_gpu
+from kvplan.hardware.gpus import find_gpu
 from kvplan.importers import import_config, parameters_from_config
+from kvplan.importers.catalog import load_model, specs_dir
 from kvplan.importers.safetensors import count_parameters
+from kvplan.model.spec import ModelSpec, parse_spec
+from kvplan.model.weights import model_weights
 from kvplan.planner.api import plan_cluster
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.pool import routed_expert_bytes, stage_plans
-from kvplan.spec import ModelSpec, parse_spec
-from kvplan.weights import model_weights
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 

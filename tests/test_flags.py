@@ -1,4 +1,4 @@
-"""``kvplan flags`` and ``kvplan.flags``: verdicts that count weights, GPUs and overhead.
+"""``kvplan flags`` and ``kvplan.answers.flags``: verdicts that count weights, GPUs and overhead.
 
 Every figure below is derived by hand from the bundled specs:
 
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.answers.flags import ENGINES, layer_split, recommend
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.flags import ENGINES, layer_split, recommend
 
 runner = CliRunner()
 

@@ -27,14 +27,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
+from kvplan.answers.workload import load_lengths
 from kvplan.cli import app
 from kvplan.errors import SpecError, UnitError
-from kvplan.layers import LAYER_KINDS
-from kvplan.spec import MAX_LAYERS, load_spec
-from kvplan.spec import SPEC_KEYS as SPEC_FIELDS
+from kvplan.model.layers import LAYER_KINDS
+from kvplan.model.spec import MAX_LAYERS, load_spec
+from kvplan.model.spec import SPEC_KEYS as SPEC_FIELDS
 from kvplan.units import format_bytes, format_count, format_tokens, parse_bytes, parse_tokens
 from kvplan.validation import MAX_PROBLEMS
-from kvplan.workload import load_lengths
 
 runner = CliRunner()
 HERE = Path(__file__).parent

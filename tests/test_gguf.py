@@ -20,8 +20,8 @@ from kvplan.errors import SpecError
 from kvplan.importers.config import spec_yaml
 from kvplan.importers.gguf import GGUFImported, import_gguf, is_gguf
 from kvplan.importers.gguf_format import GGML_TYPES, read_gguf_header
-from kvplan.layers import FullAttention, MLALatent, SlidingWindowAttention
-from kvplan.spec import parse_spec
+from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
+from kvplan.model.spec import parse_spec
 
 gguf = pytest.importorskip("gguf")
 np = pytest.importorskip("numpy")
@@ -509,7 +509,7 @@ def test_import_writes_a_spec_that_loads_back(llama: Path, tmp_path: Path) -> No
     from typer.testing import CliRunner
 
     from kvplan.cli import app
-    from kvplan.weights import model_weights
+    from kvplan.model.weights import model_weights
 
     out = tmp_path / "tiny.yaml"
     result = CliRunner().invoke(app, ["import", str(llama), "-o", str(out)])

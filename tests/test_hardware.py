@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import SpecError
-from kvplan.hardware import (
+from kvplan.hardware.gpus import (
     GPU,
     UnknownGPUError,
     custom_gpu,
@@ -289,7 +289,10 @@ def test_files_have_distinct_orders() -> None:
 
 
 def test_importing_hardware_reads_no_yaml_and_no_pydantic() -> None:
-    code = "import sys, kvplan.hardware; print(sorted({'yaml', 'pydantic'} & set(sys.modules)))"
+    code = (
+        "import sys, kvplan.hardware.gpus;"
+        " print(sorted({'yaml', 'pydantic'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -18,7 +18,6 @@ import yaml
 from typer.testing import CliRunner
 
 from kvplan import estimate, load_model, parse_spec, resolve_dtype
-from kvplan.catalog import specs_dir
 from kvplan.cli import app
 from kvplan.errors import SpecError
 from kvplan.importers import (
@@ -30,6 +29,7 @@ from kvplan.importers import (
     spec_from_config,
     supported_model_types,
 )
+from kvplan.importers.catalog import specs_dir
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -728,7 +728,7 @@ def test_import_reads_like_the_bundled_qwen3_8b() -> None:
 @pytest.mark.parametrize("name", BUNDLED)
 def test_written_keys_follow_the_spec_order(name: str) -> None:
     from kvplan.importers import spec_yaml
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
     imported = import_config(FIXTURES / name)
     lines = _body(spec_yaml(imported))

@@ -20,7 +20,7 @@ from kvplan.importers import (
 )
 from kvplan.importers.registry import LAYER_KINDS, register
 from kvplan.importers.rules import Rule
-from kvplan.layers import LAYER_KINDS as SPEC_LAYER_KINDS
+from kvplan.model.layers import LAYER_KINDS as SPEC_LAYER_KINDS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 CONFIGS = sorted(FIXTURES.glob("*/config.json"))

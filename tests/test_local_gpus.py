@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import UnavailableError
-from kvplan.local_gpus import (
+from kvplan.hardware.local import (
     NVIDIA_SMI,
     LocalGPU,
     LocalGPUError,

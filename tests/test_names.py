@@ -1,4 +1,5 @@
-"""Names users type -> catalog entries and weight formats (kvplan.names via load_model)."""
+"""Names users type -> catalog entries and weight formats (kvplan.importers.names via
+load_model)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.catalog import list_models, load_model
 from kvplan.cli import app
 from kvplan.errors import ModelNotFoundError, NameRefusedError
-from kvplan.weights import QUANTIZATIONS, model_weights
+from kvplan.importers.catalog import list_models, load_model
+from kvplan.model.weights import QUANTIZATIONS, model_weights
 
 runner = CliRunner()
 

@@ -14,9 +14,9 @@ import pytest
 from kvplan import estimate, load_model, parse_spec
 from kvplan.engines import sglang, trtllm, vllm
 from kvplan.errors import SpecError, UnitError
-from kvplan.hardware import find_gpu
+from kvplan.hardware.gpus import find_gpu
 from kvplan.importers import import_config
-from kvplan.layers import AttentionAndState, RecurrentState, SharedKV
+from kvplan.model.layers import AttentionAndState, RecurrentState, SharedKV
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 

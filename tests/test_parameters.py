@@ -14,13 +14,13 @@ import yaml
 from typer.testing import CliRunner
 
 from kvplan import plan
-from kvplan.catalog import specs_dir
 from kvplan.cli import app
 from kvplan.errors import SpecError
 from kvplan.importers import import_config
+from kvplan.importers.catalog import specs_dir
 from kvplan.importers.config import parameters_from_config
 from kvplan.importers.parameters import Count, quantized_format
-from kvplan.spec import parse_spec
+from kvplan.model.spec import parse_spec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 runner = CliRunner()
@@ -186,7 +186,7 @@ def test_kv_cache_memory_vllm_profile_without_num_parameters() -> None:
     """The same spec through vLLM's profile: 40 GiB / 2 MiB blocks = 20,480 blocks, printed by
     0.19 as 20,480 x 16 = 327,680 tokens; no parameter count is asked for."""
     from kvplan.engines import vllm
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
 
     spec = parse_spec(NO_WEIGHTS)
     config = vllm.VllmConfig(max_model_len=8192, kv_cache_memory_bytes=40 * 2**30)

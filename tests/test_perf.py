@@ -21,9 +21,7 @@ from kvplan import (
     parse_spec,
     plan,
 )
-from kvplan.cli import app
-from kvplan.errors import UnitError
-from kvplan.performance import (
+from kvplan.answers.performance import (
     Comparison,
     alternatives,
     compare,
@@ -32,6 +30,8 @@ from kvplan.performance import (
     not_modelled,
     perf,
 )
+from kvplan.cli import app
+from kvplan.errors import UnitError
 from kvplan.views import perf as perfview
 from kvplan.views.charts import COLORS
 

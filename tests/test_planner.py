@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import kvplan
 from kvplan.errors import UnitError
-from kvplan.hardware import custom_gpu, find_gpu
+from kvplan.hardware.gpus import custom_gpu, find_gpu
+from kvplan.model.spec import parse_spec
 from kvplan.planner import Plan, plan, valid_tensor_parallel_sizes
-from kvplan.spec import parse_spec
 from kvplan.units import GiB
 
 H100 = find_gpu("h100")

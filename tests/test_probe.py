@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.probe import INSTALL_HINT
-from kvplan.spec import ModelSpec, parse_spec
+from kvplan.model.spec import ModelSpec, parse_spec
+from kvplan.probe.measure import INSTALL_HINT
 
 runner = CliRunner()
 
@@ -212,7 +212,7 @@ def test_unsupported_family_names_the_supported_ones() -> None:
 torch = pytest.importorskip("torch", reason="the probe extra is not installed")
 pytest.importorskip("transformers", reason="the probe extra is not installed")
 
-from kvplan.probe import run_probe  # noqa: E402
+from kvplan.probe.measure import run_probe  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import SpecError, UnitError
-from kvplan.estimator import estimate
-from kvplan.layers import LAYER_KINDS
-from kvplan.spec import SPEC_KEYS, ModelSpec, parse_spec
+from kvplan.model.estimator import estimate
+from kvplan.model.layers import LAYER_KINDS
+from kvplan.model.spec import SPEC_KEYS, ModelSpec, parse_spec
 
 KINDS = list(LAYER_KINDS)
 small = st.integers(min_value=1, max_value=64)

@@ -18,11 +18,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan import load_model
+from kvplan.answers.plans import PLAN_ENGINES, answer
+from kvplan.answers.question import ENGINE_SETTINGS, FLAG_NAMES, Question
 from kvplan.cli import app
-from kvplan.engine_plans import PLAN_ENGINES, answer
 from kvplan.errors import UnitError
-from kvplan.hardware import find_gpu
-from kvplan.question import ENGINE_SETTINGS, FLAG_NAMES, Question
+from kvplan.hardware.gpus import find_gpu
 
 runner = CliRunner()
 MODEL = "llama-3.1-8b"

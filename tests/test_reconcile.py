@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.errors import KvplanError, SpecError
 from kvplan.files import TEXT_LIMIT_BYTES
-from kvplan.logs import detect_engine, read_log, reconcile
+from kvplan.logs.reconcile import detect_engine, read_log, reconcile
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -295,7 +295,7 @@ def test_every_log_is_listed_for_reconcile_without_model() -> None:
 
 
 def test_model_identified_from_printed_shapes() -> None:
-    from kvplan.log_models import identify_model, printed_shapes
+    from kvplan.logs.models import identify_model, printed_shapes
 
     text = read("llamacpp-pad32-llama-3.1-8b.log")
     # 512.00 MiB for 4,096 f16 tokens = 131,072 B a token = 2 x 32 layers x 8 x 128 x 2 B with
@@ -313,7 +313,7 @@ def test_model_identified_from_printed_shapes() -> None:
 
 
 def test_mla_log_identified_from_cache_size_and_folder() -> None:
-    from kvplan.log_models import identify_model
+    from kvplan.logs.models import identify_model
 
     # c^KV q8_0 2333.25 MiB at 65,536 tokens: 61 layers x (512 + 64) x 34 / 32 B x 65,536 =
     # 2,446,589,952 B, which DeepSeek V3, R1 and Kimi K2 share; the DeepSeek-R1-GGUF folder

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import SpecError
-from kvplan.layers import (
+from kvplan.model.layers import (
     ChunkedLocalAttention,
     FullAttention,
     MLALatent,
@@ -14,7 +14,7 @@ from kvplan.layers import (
     RecurrentState,
     SlidingWindowAttention,
 )
-from kvplan.spec import load_spec, parse_spec
+from kvplan.model.spec import load_spec, parse_spec
 
 BASE = {
     "name": "m",
@@ -371,7 +371,7 @@ def test_bounds_hold_at_the_limit() -> None:
 
 
 def test_limits_documented_match_the_code() -> None:
-    from kvplan.spec import MAX_DIM, MAX_LAYERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TOKENS
+    from kvplan.model.spec import MAX_DIM, MAX_LAYERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TOKENS
     from kvplan.units import MAX_DIGITS
     from kvplan.validation import MAX_ALIAS_VALUES
 

@@ -10,10 +10,10 @@ import pytest
 from kvplan import find_gpu, load_model
 from kvplan.engines import sglang, trtllm, vllm
 from kvplan.errors import UnitError
+from kvplan.model.stages import Stage, walk_stages
+from kvplan.model.weights import model_weights, pipeline_partition
 from kvplan.planner import plan
 from kvplan.planner import pool as planner_pool
-from kvplan.stages import Stage, walk_stages
-from kvplan.weights import model_weights, pipeline_partition
 
 LLAMA = load_model("llama-3.1-8b")  # 32 layers, 8,030,261,248 parameters, untied head
 H100 = find_gpu("h100-sxm")  # 85,029,027,840 B as CUDA reports it

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from kvplan import estimate
-from kvplan.catalog import bundled_names, list_models, specs_dir
 from kvplan.errors import SpecError
-from kvplan.hardware import gpu_specs_dir, list_gpus, load_gpu_specs
-from kvplan.spec import SPEC_KEYS, ModelSpec, StoredWeights, load_spec
+from kvplan.hardware.gpus import gpu_specs_dir, list_gpus, load_gpu_specs
+from kvplan.importers.catalog import bundled_names, list_models, specs_dir
+from kvplan.model.spec import SPEC_KEYS, ModelSpec, StoredWeights, load_spec
 
 
 def test_every_bundled_spec_built_unchecked_equals_the_checked_file() -> None:

@@ -11,7 +11,7 @@ import pytest
 import kvplan
 from kvplan.engines import vllm
 from kvplan.engines.vllm_cudagraph import PER_GRAPH_BYTES, capture_sizes, cuda_graphs
-from kvplan.hardware import find_gpu
+from kvplan.hardware.gpus import find_gpu
 from kvplan.units import GiB, MiB
 
 LOGS = json.loads((Path(__file__).parent / "data" / "vllm_cudagraph_logs.json").read_text())
@@ -111,7 +111,7 @@ def test_enforce_eager_on_the_command_line_and_in_a_log() -> None:
     from typer.testing import CliRunner
 
     from kvplan.cli import app
-    from kvplan.logs import reconcile
+    from kvplan.logs.reconcile import reconcile
 
     runner = CliRunner()
     args = ["plan", "llama-3.1-8b", "--gpu", "h100", "-e", "vllm", "-c", "8K", "-f", "json"]

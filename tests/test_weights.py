@@ -4,7 +4,7 @@ import pytest
 
 import kvplan
 from kvplan.errors import UnitError
-from kvplan.weights import model_weights, pipeline_partition, stage_weight_bytes
+from kvplan.model.weights import model_weights, pipeline_partition, stage_weight_bytes
 
 LLAMA_8B_PARAMS = 8_030_261_248
 LLAMA_8B_EMBED = 128_256 * 4096  # vocab x hidden, untied: the head is as large

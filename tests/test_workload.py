@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.answers.workload import load_lengths
 from kvplan.errors import SpecError
-from kvplan.workload import load_lengths
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

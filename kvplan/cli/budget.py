@@ -50,8 +50,8 @@ def check(
     GITHUB_ACTIONS=true, failures are also annotated on their lines and a summary is appended
     to $GITHUB_STEP_SUMMARY.
     """
-    from kvplan.budget import check_budget, load_budget
     from kvplan.files import write_atomic
+    from kvplan.gate.budget import check_budget, load_budget
     from kvplan.views import budget as views
 
     def run() -> None:
@@ -87,7 +87,7 @@ def schema(
     kind: Annotated[SchemaKind, typer.Argument(help="spec or budget.", show_default=False)],
 ) -> None:
     """The JSON Schema of spec or budget files, for editors (yaml-language-server)."""
-    from kvplan.schemas import json_schema
+    from kvplan.gate.schemas import json_schema
 
     guard(lambda: print_json(json_schema(kind.value)))
 
@@ -105,7 +105,7 @@ NewArg = Annotated[str, typer.Argument(help="The same kind of file, changed.", s
 @command("diff")
 def diff(old: OldArg, new: NewArg, output: FormatOpt = OutputFormat.table) -> None:
     """What changed between two specs or two budget files, and what it does to the answers."""
-    from kvplan.diffing import diff_files
+    from kvplan.gate.diffing import diff_files
     from kvplan.views import budget as views
 
     def run() -> None:

@@ -80,9 +80,9 @@ def calc(
     the sequences, -b the logical batch in tokens (the sequences were -b before; --batch
     keeps that meaning).
     """
-    from kvplan.catalog import load_model
-    from kvplan.engine_calc import CalcRequest, calculate, context_tokens
+    from kvplan.answers.calc import CalcRequest, calculate, context_tokens
     from kvplan.errors import UnitError
+    from kvplan.importers.catalog import load_model
     from kvplan.units import parse_tokens
     from kvplan.views import estimate as views
 
@@ -206,9 +206,9 @@ def models(
     more token of one sequence adds to the cache, at --context)."""
     from dataclasses import replace
 
-    from kvplan.catalog_query import CatalogQuery, catalog_rows, known_families, select
     from kvplan.cli.common import tokens_option
-    from kvplan.estimator import bytes_per_token
+    from kvplan.importers.catalog_query import CatalogQuery, catalog_rows, known_families, select
+    from kvplan.model.estimator import bytes_per_token
     from kvplan.views import estimate as views
 
     def run() -> None:
@@ -235,7 +235,7 @@ def models(
 @command("show")
 def show(model: ModelArg, output: FormatOpt = OutputFormat.table) -> None:
     """A spec's fields and its resolved per-layer cache schedule."""
-    from kvplan.catalog import load_model
+    from kvplan.importers.catalog import load_model
     from kvplan.views import estimate as views
 
     def run() -> None:

@@ -8,8 +8,8 @@ import typer
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
+    from kvplan.model.spec import ModelSpec
     from kvplan.planner.cluster import ClusterPlan
-    from kvplan.spec import ModelSpec
 
 SystemOpt = Annotated[
     str | None,

@@ -67,8 +67,8 @@ def reconcile(
     nothing: ..." on stderr) or the log cannot be read.
     """
     from kvplan.cli.common import fail
-    from kvplan.logs import read_log
-    from kvplan.logs import reconcile as run_reconcile
+    from kvplan.logs.reconcile import read_log
+    from kvplan.logs.reconcile import reconcile as run_reconcile
     from kvplan.views import engines as views
 
     def run() -> None:
@@ -89,8 +89,8 @@ FlagsConcurrencyOpt = Annotated[
 
 def _engines(engine: str) -> tuple[str, ...] | None:
     """``--engine``: None for all, else the one engine, checked."""
+    from kvplan.answers.flags import ENGINES
     from kvplan.errors import UnitError
-    from kvplan.flags import ENGINES
 
     chosen = engine.strip().lower()
     if chosen != "all" and chosen not in ENGINES:
@@ -101,7 +101,7 @@ def _engines(engine: str) -> tuple[str, ...] | None:
 def _quantization(text: str | None) -> str | None:
     """``--quantization``, checked to name a weight format."""
     from kvplan.errors import UnitError
-    from kvplan.weights import QUANTIZATIONS, quantization_names
+    from kvplan.model.weights import QUANTIZATIONS, quantization_names
 
     if text is not None and text.strip().lower() not in QUANTIZATIONS:
         raise UnitError(f"--quantization: unknown format {text!r}; allowed: {quantization_names()}")
@@ -128,10 +128,10 @@ def flags(
     refuse a --max-model-len past the model's trained length unless --hf-overrides extends
     it, which their lines then carry.
     """
-    from kvplan.catalog import load_model
+    from kvplan.answers.flags import recommend
     from kvplan.errors import UnitError
-    from kvplan.flags import recommend
-    from kvplan.hardware import find_gpu
+    from kvplan.hardware.gpus import find_gpu
+    from kvplan.importers.catalog import load_model
     from kvplan.units import parse_tokens
     from kvplan.views import engines as views
 

@@ -26,7 +26,7 @@ class OutputFormat(str, Enum):
 def complete_model(incomplete: str) -> list[str]:
     """Shell completion: bundled model names starting with what was typed (reads file names
     only, so it answers at once)."""
-    from kvplan.catalog import bundled_names
+    from kvplan.importers.catalog import bundled_names
 
     key = incomplete.lower()
     return [name for name in bundled_names() if name.startswith(key)]
@@ -34,7 +34,7 @@ def complete_model(incomplete: str) -> list[str]:
 
 def complete_gpu(incomplete: str) -> list[str]:
     """Shell completion: catalog GPU names and aliases starting with what was typed."""
-    from kvplan.hardware import list_gpus
+    from kvplan.hardware.gpus import list_gpus
 
     key = incomplete.lower()
     names = (label for gpu in list_gpus() for label in (gpu.name, *gpu.aliases))
@@ -73,10 +73,10 @@ GPU_NAMES_HELP = (
 
 def _say_local_gpus(value: str | None) -> str | None:
     """``--gpu local``: say on stderr what was found."""
-    from kvplan.hardware import LOCAL, normalize_gpu_name
+    from kvplan.hardware.gpus import LOCAL, normalize_gpu_name
 
     if value is not None and normalize_gpu_name(value) == LOCAL:
-        from kvplan.local_gpus import local_gpus
+        from kvplan.hardware.local import local_gpus
 
         try:
             summary = local_gpus().summary

@@ -30,7 +30,7 @@ from kvplan.cli.options import OptionalKvCacheDtypeOpt as KvDtypeOpt
 
 
 def _efficiency(name: str, text: str) -> float:
-    from kvplan.performance import efficiency
+    from kvplan.answers.performance import efficiency
 
     return float(efficiency(f"{name}:", text))  # "--bandwidth-efficiency: must be in ..."
 
@@ -108,9 +108,9 @@ def perf(
     """
 
     def run() -> None:
-        from kvplan.catalog import load_model
-        from kvplan.hardware import find_gpu
-        from kvplan.speed import perf_report
+        from kvplan.answers.curves import perf_report
+        from kvplan.hardware.gpus import find_gpu
+        from kvplan.importers.catalog import load_model
         from kvplan.views import perf as views
 
         spec = load_model(model)
@@ -163,8 +163,8 @@ def compare(
     all-reduce of each step over the system's links."""
 
     def run() -> None:
-        from kvplan.hardware import find_gpu
-        from kvplan.performance import compare as compare_models
+        from kvplan.answers.performance import compare as compare_models
+        from kvplan.hardware.gpus import find_gpu
         from kvplan.views import perf as views
 
         tokens = tokens_option("--context", context)
@@ -259,10 +259,10 @@ def chart(
     """
 
     def run() -> None:
-        from kvplan.catalog import load_model
-        from kvplan.hardware import find_gpu
+        from kvplan.answers.curves import memory_curves, throughput_curves
+        from kvplan.hardware.gpus import find_gpu
+        from kvplan.importers.catalog import load_model
         from kvplan.progress import progress
-        from kvplan.speed import memory_curves, throughput_curves
         from kvplan.views import charts as views
 
         device = find_gpu(gpu)

@@ -62,8 +62,8 @@ from kvplan.cli.options import (
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
-    from kvplan.hardware import GPU
-    from kvplan.spec import ModelSpec
+    from kvplan.hardware.gpus import GPU
+    from kvplan.model.spec import ModelSpec
 
 
 def _opt(*names: str, help: str, min: int | None = None) -> Any:
@@ -200,7 +200,7 @@ PageSizeOpt = Annotated[
 def _device(gpu: str | None, gpu_memory: str | None) -> "GPU":
     """The device ``--gpu`` and ``--gpu-memory`` describe."""
     from kvplan.errors import UnitError
-    from kvplan.hardware import custom_gpu, find_gpu
+    from kvplan.hardware.gpus import custom_gpu, find_gpu
     from kvplan.units import parse_bytes
 
     device = find_gpu(gpu) if gpu is not None else None
@@ -379,11 +379,11 @@ def _common(a: dict[str, Any]) -> dict[str, Any]:
 
 def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
     """The ``Question`` of plan's options ``a`` for one deployment on one GPU."""
+    from kvplan.answers.question import Question, parse_hf_overrides
+    from kvplan.answers.workload import load_lengths
     from kvplan.cli.llamacpp_options import llamacpp_ask
     from kvplan.planner import parse_utilization
-    from kvplan.question import Question, parse_hf_overrides
     from kvplan.units import parse_bytes
-    from kvplan.workload import load_lengths
 
     engine = a["engine"]
     given = a.get("_given", frozenset())
@@ -436,8 +436,8 @@ _VLLM_FLAGS = (
 def _plan(a: dict[str, Any]) -> None:
     """``kvplan plan`` with its options ``a``: one question asked of one engine, or the
     ranked deployments in whole nodes (kvplan's own planner)."""
-    from kvplan.catalog import load_model
-    from kvplan.engine_plans import answer
+    from kvplan.answers.plans import answer
+    from kvplan.importers.catalog import load_model
     from kvplan.views import plan as views
 
     spec = load_model(a["model"])
@@ -453,7 +453,7 @@ def _plan(a: dict[str, Any]) -> None:
             f" --engine {a['engine']} answers on one GPU type, with -tp or the fewest GPUs"
         )
     if cluster.wanted(a):
-        from kvplan.engine_plans import cluster_verdict
+        from kvplan.answers.plans import cluster_verdict
 
         shared = {k: v for k, v in common.items() if v is not None}
         found = cluster.plan(spec, a["gpu"], **shared)
@@ -494,7 +494,7 @@ def _views(result: Any) -> tuple[Any, Any]:
 @command("gpus")
 def gpus(output: FormatOpt = OutputFormat.table) -> None:
     """The accelerator catalog: runtime-reported memory, bandwidth, dense peak FLOP/s."""
-    from kvplan.hardware import list_gpus
+    from kvplan.hardware.gpus import list_gpus
     from kvplan.views import hardware as views
 
     def run() -> None:

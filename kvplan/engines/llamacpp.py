@@ -49,14 +49,14 @@ from dataclasses import dataclass, field
 from kvplan.arguments import as_int, as_spec, as_tokens
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
-from kvplan.layers import (
+from kvplan.model.layers import (
     ChunkedLocalAttention,
     FullAttention,
     MLALatent,
     RecurrentState,
     SlidingWindowAttention,
 )
-from kvplan.spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.units import DType, MiB, resolve_dtype
 
 __all__ = [

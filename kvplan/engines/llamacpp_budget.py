@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from kvplan.engines.llamacpp_compute import MoE
     from kvplan.importers.gguf_format import GGUFTensor
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 __all__ = [
     "REPACK_TYPES_AVX2",
@@ -283,7 +283,7 @@ def compute_bytes_cpu(
     (which is why ``moe`` matters); its error on graphs not recorded is not measured.
     """
     from kvplan.engines.llamacpp_compute import cpu_graph_bytes
-    from kvplan.layers import MLALatent
+    from kvplan.model.layers import MLALatent
 
     t = n_ubatch
     log = kv.engine_log if kv is not None else {}

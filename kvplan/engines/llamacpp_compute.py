@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 __all__ = [
     "DECODER_GRAPHS",
@@ -541,7 +541,7 @@ def cpu_graph_bytes(
     ``llamacpp_budget.moe_from_gguf`` reads them.
     ``None`` where the graph is not modelled here: a model type outside ``DECODER_GRAPHS``, a
     cache other than full, sliding-window and MLA attention, or such an MoE without ``moe``."""
-    from kvplan.layers import FullAttention, MLALatent, SlidingWindowAttention
+    from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
 
     kinds = [
         "swa" if type(layer) is SlidingWindowAttention else "full"

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from kvplan.engines import llamacpp
 from kvplan.engines.llamacpp_budget import Buffer, output_bytes
 from kvplan.errors import UnitError
-from kvplan.layers import (
+from kvplan.model.layers import (
     ChunkedLocalAttention,
     FullAttention,
     MLALatent,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from kvplan.engines.base import EngineResult
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 __all__ = [
     "BACKENDS",
@@ -87,7 +87,7 @@ def layer_weights(spec: ModelSpec) -> LayerWeights:
         return LayerWeights(
             stored.embedding_bytes, tuple(stored.layers_bytes), stored.output_bytes, tied, True
         )
-    from kvplan.weights import model_weights
+    from kvplan.model.weights import model_weights
 
     w = model_weights(spec)
     n = spec.num_hidden_layers

@@ -36,7 +36,7 @@ from kvplan.errors import UnitError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 __all__ = [
     "EXPS_PATTERN",

@@ -36,8 +36,8 @@ from kvplan.units import GiB, MiB
 
 if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
-    from kvplan.hardware import GPU
-    from kvplan.spec import ModelSpec
+    from kvplan.hardware.gpus import GPU
+    from kvplan.model.spec import ModelSpec
 
 __all__ = [
     "FIT_CTX",
@@ -95,7 +95,7 @@ def model_source(model: str, spec: ModelSpec | None = None) -> ModelSource:
       kvplan names no GGUF repository it was not given: it cannot know one exists.
     """
     from kvplan.importers.gguf import first_part, is_gguf
-    from kvplan.names import is_ollama_tag, strip_hub_prefix
+    from kvplan.importers.names import is_ollama_tag, strip_hub_prefix
 
     text = model.strip()
     path = Path(text)

@@ -40,15 +40,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.arguments import as_parallel, as_tensor_parallel_size
-from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
-from kvplan.hardware import GPU
-from kvplan.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
-from kvplan.spec import ModelSpec
-from kvplan.stages import walk_stages
+from kvplan.hardware.gpus import GPU
+from kvplan.model.dtypes import cache_dtypes
+from kvplan.model.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
+from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import walk_stages
+from kvplan.model.weights import model_weights, pipeline_partition
 from kvplan.units import DType, GiB, MiB
-from kvplan.weights import model_weights, pipeline_partition
 
 #: The SGLang versions these rules were read for: the 0.4.x-0.5.x releases of 2025; the NSA
 #: (DeepSeek V3.2) indexer term from PR #11309 (Oct 2025).

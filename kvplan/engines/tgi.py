@@ -28,12 +28,12 @@ from fractions import Fraction
 from typing import Literal
 
 from kvplan.arguments import as_bytes, as_fraction, as_gpu, as_int, as_parallel, as_spec
-from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
-from kvplan.hardware import GPU
-from kvplan.layers import FullAttention, MLALatent, NoCache, RecurrentState
-from kvplan.spec import ModelSpec
+from kvplan.hardware.gpus import GPU
+from kvplan.model.dtypes import cache_dtypes
+from kvplan.model.layers import FullAttention, MLALatent, NoCache, RecurrentState
+from kvplan.model.spec import ModelSpec
 from kvplan.units import DType
 
 __all__ = ["BLOCK_SIZES", "DEFAULT_VERSION", "VERSIONS", "block_bytes", "free_memory", "kv_cache"]

@@ -36,10 +36,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from kvplan.arguments import as_int, as_spec, as_tokens
-from kvplan.dtypes import served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
-from kvplan.layers import (
+from kvplan.model.dtypes import served_dtype
+from kvplan.model.layers import (
     AttentionAndState,
     ChunkedLocalAttention,
     FullAttention,
@@ -49,7 +49,7 @@ from kvplan.layers import (
     RecurrentState,
     SlidingWindowAttention,
 )
-from kvplan.spec import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.units import DType, resolve_dtype
 
 __all__ = ["DEFAULT_VERSION", "VERSIONS", "kv_cache", "sliding_tokens_kept"]
@@ -90,7 +90,7 @@ def _tensor_bytes(batch: int, heads: int, tokens: int, dims: int, dtype: DType) 
 
 
 def _cache_dtype(spec: ModelSpec, dtype: str | None, version: str) -> tuple[DType, str]:
-    """The dtype the model runs and caches in, and why (``kvplan.dtypes``: 4.x loads in
+    """The dtype the model runs and caches in, and why (``kvplan.model.dtypes``: 4.x loads in
     float32 unless told, v5 in the checkpoint's dtype)."""
     if dtype in (None, "auto"):
         return served_dtype(spec, "transformers", engine_version=version)

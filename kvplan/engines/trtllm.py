@@ -40,15 +40,15 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from kvplan.arguments import as_tensor_parallel_size
-from kvplan.dtypes import cache_dtypes
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
-from kvplan.hardware import GPU
-from kvplan.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
-from kvplan.spec import ModelSpec
-from kvplan.stages import walk_stages
+from kvplan.hardware.gpus import GPU
+from kvplan.model.dtypes import cache_dtypes
+from kvplan.model.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
+from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import walk_stages
+from kvplan.model.weights import model_weights
 from kvplan.units import DType, GiB
-from kvplan.weights import model_weights
 
 __all__ = [
     "DEFAULT_VERSION",

@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
-from kvplan.dtypes import cache_dtypes, served_dtype
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
@@ -63,12 +62,13 @@ from kvplan.engines.vllm_versions import VERSIONS as VERSIONS
 from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
 from kvplan.engines.vllm_versions import resolve_version as resolve_version
 from kvplan.errors import UnitError, UnknownEngineError
-from kvplan.hardware import GPU
-from kvplan.layers import RecurrentState
-from kvplan.spec import ModelSpec
-from kvplan.stages import walk_stages
+from kvplan.hardware.gpus import GPU
+from kvplan.model.dtypes import cache_dtypes, served_dtype
+from kvplan.model.layers import RecurrentState
+from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import walk_stages
+from kvplan.model.weights import pipeline_partition, weights_for_pool
 from kvplan.units import FLOAT_DTYPES, GiB, MiB, fraction_of, resolve_dtype
-from kvplan.weights import pipeline_partition, weights_for_pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ class VllmConfig:
 class Overhead:
     """vLLM's profiled memory besides the weights, per GPU, as modelled here.
 
-    - ``weights``: parameters in their formats (kvplan.weights), plus the rotary cos/sin cache
+    - ``weights``: parameters in their formats (kvplan.model.weights), plus the rotary cos/sin cache
       of ``max_position_embeddings x head_dim`` values in the model dtype.
     - ``peak_activation`` of the profiling run: the MLP's gate and up projections for
       ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype bytes``) and, on the
@@ -240,7 +240,7 @@ def estimate_overhead(
 
 
 def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:
-    """The dtype vLLM runs the model in (``kvplan.dtypes``: ``--dtype``, else ``auto``)."""
+    """The dtype vLLM runs the model in (``kvplan.model.dtypes``: ``--dtype``, else ``auto``)."""
     return served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name
 
 

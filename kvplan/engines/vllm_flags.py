@@ -52,7 +52,7 @@ from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
     from kvplan.engines.vllm import VllmConfig
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 #: the lines that model each flag
 FLAG_LINES = {

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import UnitError
-from kvplan.layers import (
+from kvplan.model.layers import (
     AttentionAndState,
     ChunkedLocalAttention,
     FullAttention,

@@ -37,7 +37,7 @@ from kvplan.importers.registry import (
 )
 from kvplan.importers.rules import Rule
 from kvplan.importers.safetensors import WeightCount, weights_in_folder
-from kvplan.spec import MAX_DIM, ModelSpec, parse_spec
+from kvplan.model.spec import MAX_DIM, ModelSpec, parse_spec
 from kvplan.units import abbreviate
 
 T = TypeVar("T")

@@ -17,7 +17,8 @@ from kvplan.arguments import (
     as_tokens,
 )
 from kvplan.errors import UnitError
-from kvplan.hardware import GPU
+from kvplan.hardware.gpus import GPU
+from kvplan.model.spec import ModelSpec
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -29,11 +30,10 @@ from kvplan.planner.mix import length_mix, mix_lengths
 from kvplan.planner.result import Plan
 from kvplan.planner.search import smallest_deployment
 from kvplan.planner.solve import solve
-from kvplan.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from kvplan.hardware.systems import System
     from kvplan.planner.cluster import ClusterPlan
-    from kvplan.systems import System
 
 #: plan_cluster's defaults (kvplan.planner.cluster reads them too): the fewest GPUs, five shown.
 DEFAULT_OBJECTIVE = "gpus"
@@ -74,7 +74,7 @@ def plan(
     ``spec`` and ``gpu`` may be names; token counts take ``32K``-style strings and sizes
     ``80GiB``-style strings, as the command line does. A float32 checkpoint is served in
     bfloat16 unless ``dtype`` says otherwise, as vLLM's and SGLang's ``--dtype auto`` do; the
-    cache dtype follows the served dtype (``kvplan.dtypes``). Raises UnitError (or
+    cache dtype follows the served dtype (``kvplan.model.dtypes``). Raises UnitError (or
     ModelNotFoundError / UnknownGPUError for names) for a bad argument.
     """
     spec = as_spec(spec)
@@ -177,7 +177,7 @@ def plan_cluster(
     Raises UnitError,
     UnknownGPUError or UnknownSystemError for a bad argument.
     """
-    from kvplan.costs import load_prices, parse_price_overrides
+    from kvplan.hardware.costs import load_prices, parse_price_overrides
     from kvplan.planner.cluster import search_cluster
 
     spec = as_spec(spec)
@@ -225,7 +225,7 @@ def _systems(
 ) -> list[System]:
     """The systems to search: the named one, else each GPU's catalog system (a PCIe-only
     node of 8 for a GPU without one), each with ``gpus_per_node`` when given."""
-    from kvplan.systems import custom_system, find_system, system_for_gpu
+    from kvplan.hardware.systems import custom_system, find_system, system_for_gpu
 
     if system is not None:
         found = find_system(system)

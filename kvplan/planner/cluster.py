@@ -2,7 +2,7 @@
 domain, pipeline stages across nodes, replicas for load, and for MoE models data-parallel
 attention with expert parallelism; ranked by an objective, with what each costs.
 
-The shapes searched, on a system of ``g`` GPUs a node (``kvplan.systems``):
+The shapes searched, on a system of ``g`` GPUs a node (``kvplan.hardware.systems``):
 
 - ``TP x PP x replicas``: TP a power of two the model's heads allow, at most the scale-up
   domain (the node for PCIe-only cards); PP > 1 only with TP at its widest, each stage then a
@@ -34,15 +34,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.costs import Price, price_for, usd_per_million_tokens
 from kvplan.errors import UnitError
+from kvplan.hardware.costs import Price, price_for, usd_per_million_tokens
+from kvplan.hardware.systems import System
 from kvplan.planner.api import DEFAULT_OBJECTIVE, DEFAULT_TOP
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.result import Plan
 from kvplan.planner.search import MAX_SEARCH_PP, MAX_SEARCH_TP, valid_tensor_parallel_sizes
 from kvplan.planner.solve import solve
 from kvplan.planner.throughput import StepTime, decode_round
-from kvplan.systems import System
 from kvplan.units import format_count, format_tokens
 
 OBJECTIVES = ("gpus", "nodes", "cost", "throughput")

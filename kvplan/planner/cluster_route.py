@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import UnitError
-from kvplan.hardware import GPU
+from kvplan.hardware.gpus import GPU
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -29,9 +29,9 @@ from kvplan.planner.deployment import (
 )
 
 if TYPE_CHECKING:
+    from kvplan.model.spec import ModelSpec
     from kvplan.planner.cluster import ClusterPlan
     from kvplan.planner.result import Plan
-    from kvplan.spec import ModelSpec
 
 #: The engine whose fewest-GPU question the cluster search answers (``kvplan plan -e``).
 IDEAL_ENGINE = "ideal"
@@ -102,8 +102,8 @@ def _several(gpu: GpuArg) -> bool:
 
 def _catalog_system_gpu(gpu: GpuArg) -> bool:
     """A catalog GPU, its memory as catalogued, that a catalog system is built of."""
-    from kvplan.hardware import UnknownGPUError, find_gpu
-    from kvplan.systems import system_for_gpu
+    from kvplan.hardware.gpus import UnknownGPUError, find_gpu
+    from kvplan.hardware.systems import system_for_gpu
 
     if gpu is None or not isinstance(gpu, GPU | str):
         return False

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvplan import dtypes
 from kvplan.arguments import as_fraction
-from kvplan.hardware import GPU
-from kvplan.spec import ModelSpec
+from kvplan.hardware.gpus import GPU
+from kvplan.model import dtypes
+from kvplan.model.spec import ModelSpec
 from kvplan.units import MiB, fraction_of
 
 DEFAULT_UTILIZATION = Fraction(9, 10)
@@ -112,7 +112,7 @@ class Deployment:
 
     @property
     def served_dtype(self) -> str:
-        """The dtype the model runs in (``kvplan.dtypes``: a float32 checkpoint is served in
+        """The dtype the model runs in (``kvplan.model.dtypes``: a float32 checkpoint is served in
         bfloat16, as the engines' ``--dtype auto`` does)."""
         return dtypes.served_dtype(self.spec, dtype=self.dtype)[0].name
 

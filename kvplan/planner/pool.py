@@ -12,19 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from kvplan.dtypes import CacheDTypes
-from kvplan.layers import LayerCache, tokens_retained
-from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
-from kvplan.spec import ModelSpec
-from kvplan.stages import Stage, walk_stages
-from kvplan.units import DType, cdiv
-from kvplan.weights import (
+from kvplan.model.dtypes import CacheDTypes
+from kvplan.model.layers import LayerCache, tokens_retained
+from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import Stage, walk_stages
+from kvplan.model.weights import (
     Weights,
     model_weights,
     pipeline_partition,
     stage_weight_bytes,
     weights_for_pool,
 )
+from kvplan.planner.deployment import Deployment, Overhead, usable_bytes
+from kvplan.units import DType, cdiv
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvplan.hardware import GPU
+from kvplan.hardware.gpus import GPU
 from kvplan.planner.deployment import Overhead, usable_bytes
 from kvplan.planner.pool import StagePlan, shared_blocks, shared_bytes
 from kvplan.units import DType, format_tokens, kv_dtype_name

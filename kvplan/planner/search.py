@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.arguments import tensor_parallel_valid
+from kvplan.model.spec import ModelSpec
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.result import Plan
 from kvplan.planner.solve import solve
-from kvplan.spec import ModelSpec
 from kvplan.units import format_tokens
 
 # The largest tensor-parallel size tried when searching for the smallest deployment: one node.

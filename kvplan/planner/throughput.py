@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from kvplan.hardware.systems import System
+from kvplan.model.spec import ModelSpec
 from kvplan.planner.result import Plan
-from kvplan.roofline import Communication
-from kvplan.spec import ModelSpec
-from kvplan.systems import System
+from kvplan.speed.roofline import Communication
 
 if TYPE_CHECKING:
-    from kvplan.roofline import DecodeStep, RankModel
+    from kvplan.speed.roofline import DecodeStep, RankModel
 
 COMMUNICATION_NOT_MODELLED = (
     "communication is added to the step, never overlapped with compute; link latency, kernel"
@@ -126,9 +126,9 @@ def decode_round(
 ) -> StepTime:
     """The decode round of one replica of ``p`` holding ``batch_size`` requests at
     ``context_tokens`` each (the estimate at the default achieved fractions), communication
-    added. FLOPs run at the peak the weights allow (``kvplan.roofline.matmul_peak``)."""
-    from kvplan.performance import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
-    from kvplan.roofline import decode_step, rank_model
+    added. FLOPs run at the peak the weights allow (``kvplan.speed.roofline.matmul_peak``)."""
+    from kvplan.answers.performance import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
+    from kvplan.speed.roofline import decode_step, rank_model
 
     tp, pp, ep = p.tensor_parallel_size, p.pipeline_parallel_size, p.expert_parallel_size
     m = rank_model(spec, tp, kv_cache_dtype, dtype, quantization)

@@ -11,8 +11,8 @@ from kvplan.views.table import Column, table
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.budget import AssertionResult
-    from kvplan.diffing import Diff
+    from kvplan.gate.budget import AssertionResult
+    from kvplan.gate.diffing import Diff
 
 
 def check_to_dict(checked: list[tuple[str, list[AssertionResult]]]) -> dict[str, Any]:

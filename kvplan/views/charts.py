@@ -1,5 +1,5 @@
 """``kvplan chart``: line charts of results (memory against context length, say), as plain
-text or as files, and the two charts the command draws from ``kvplan.speed``.
+text or as files, and the two charts the command draws from ``kvplan.answers.curves``.
 
 ``render_text`` needs nothing beyond the standard library and writes plain characters, no
 ANSI codes, so its output reads the same in a CI log, a pipe and a rich console.
@@ -23,8 +23,8 @@ from kvplan.errors import SpecError, UnavailableError, UnitError
 from kvplan.files import refuse_existing, write_atomic
 
 if TYPE_CHECKING:
-    from kvplan.hardware import GPU
-    from kvplan.speed import MemoryCurve, ThroughputCurve
+    from kvplan.answers.curves import MemoryCurve, ThroughputCurve
+    from kvplan.hardware.gpus import GPU
 
 PLOT_HINT = (
     "charts as files need matplotlib, which kvplan does not install by default:"

@@ -12,13 +12,13 @@ from kvplan.views.table import Column, table
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.answers.flags import EngineFlags
+    from kvplan.answers.plans import TokenPoolPlan, VllmPlan
     from kvplan.engines.base import EngineResult
     from kvplan.engines.llamacpp_plan import LlamaCppPlan
     from kvplan.engines.vllm import VllmResult
-    from kvplan.flags import EngineFlags
-    from kvplan.logs import Difference, Reconciliation
-    from kvplan.spec import ModelSpec
+    from kvplan.logs.reconcile import Difference, Reconciliation
+    from kvplan.model.spec import ModelSpec
 
 #: how each token-pool engine is named in "what ... prints"
 _PRINTED_NAME = {"sglang": "sglang", "trtllm": "TensorRT-LLM"}

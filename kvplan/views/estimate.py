@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.dtypes import served_dtype
-from kvplan.estimator import Estimate, explain
-from kvplan.spec import ModelSpec
+from kvplan.model.dtypes import served_dtype
+from kvplan.model.estimator import Estimate, explain
+from kvplan.model.spec import ModelSpec
 from kvplan.units import format_bytes, format_tokens
 from kvplan.views import SCHEMA_VERSION, SHORT_KIND
 from kvplan.views.engines import engine_result_to_dict, engine_result_view
@@ -16,9 +16,9 @@ from kvplan.views.table import Column, table
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.catalog_query import CatalogQuery, CatalogRow
-    from kvplan.engine_calc import CalcRequest, Calculation
+    from kvplan.answers.calc import CalcRequest, Calculation
     from kvplan.engines.base import EngineResult
+    from kvplan.importers.catalog_query import CatalogQuery, CatalogRow
 
 
 def kv_per_token_legend(context_tokens: int | None) -> str:
@@ -130,7 +130,7 @@ def models_to_dict(
     """The ``kvplan models --format json`` document: each kept spec with its bytes per token
     at ``context_tokens`` (None: a short context, 0), the query that chose them and how many
     models the catalog holds."""
-    from kvplan.catalog_query import CatalogQuery
+    from kvplan.importers.catalog_query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
     return {
@@ -194,7 +194,7 @@ def models_view(
     """The ``kvplan models`` table; the heading says what was asked when a filter is set
     (and, for a family that matches nothing, which families there are) and what KV/token
     means at ``context_tokens`` (None: a short context)."""
-    from kvplan.catalog_query import CatalogQuery
+    from kvplan.importers.catalog_query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
     total = len(rows) if num_bundled is None else num_bundled
@@ -295,7 +295,7 @@ def calc_to_dict(
     with_explain: bool = False,
 ) -> dict[str, Any]:
     """``kvplan calc --format json``: the formula's estimate, or an engine's allocation."""
-    from kvplan.engine_calc import Calculation
+    from kvplan.answers.calc import Calculation
 
     if isinstance(answer, Calculation):
         doc = estimate_to_dict(answer.estimate, spec, dtype_reason=answer.dtype_reason)
@@ -316,7 +316,7 @@ def calc_view(
     with_explain: bool = False,
 ) -> list[RenderableType]:
     """The ``kvplan calc`` view: the formula's table, or what the engine allocates and prints."""
-    from kvplan.engine_calc import Calculation
+    from kvplan.answers.calc import Calculation
 
     if isinstance(answer, Calculation):
         reason = answer.dtype_reason

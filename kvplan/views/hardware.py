@@ -11,7 +11,7 @@ from kvplan.views.table import Column, table
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.hardware import GPU
+    from kvplan.hardware.gpus import GPU
 
 
 def gpus_to_dict(gpus: tuple[GPU, ...]) -> dict[str, Any]:

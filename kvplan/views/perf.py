@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.performance import Alternative, Comparison, DecodeStep, Perf, ReplicaStep
-from kvplan.spec import ModelSpec
+from kvplan.answers.performance import Alternative, Comparison, DecodeStep, Perf, ReplicaStep
+from kvplan.model.spec import ModelSpec
 from kvplan.units import format_bytes
 from kvplan.views import SCHEMA_VERSION
 from kvplan.views.estimate import kv_per_token_legend

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
 
-    from kvplan.engine_plans import TokenPoolPlan, Verdict, VllmPlan
+    from kvplan.answers.plans import TokenPoolPlan, Verdict, VllmPlan
+    from kvplan.answers.question import Question
+    from kvplan.model.spec import ModelSpec
     from kvplan.planner import LengthMix, Plan, StagePlan
     from kvplan.planner.cluster import Candidate, ClusterPlan
-    from kvplan.question import Question
-    from kvplan.spec import ModelSpec
 
 
 def plan_to_dict(p: Plan) -> dict[str, Any]:
@@ -250,7 +250,7 @@ def _titled(columns: Any, rows: Any, title: str) -> Table:
 
 def plan_result_to_dict(result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec) -> dict[str, Any]:
     """``kvplan plan --format json``: the planner's document, or the engine's."""
-    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.answers.plans import TokenPoolPlan, VllmPlan
     from kvplan.views.provenance import resolution_to_dict
 
     match result:
@@ -267,7 +267,7 @@ def plan_result_view(
     result: Plan | VllmPlan | TokenPoolPlan, spec: ModelSpec
 ) -> list[RenderableType]:
     """The ``kvplan plan`` view: the planner's, or the engine's."""
-    from kvplan.engine_plans import TokenPoolPlan, VllmPlan
+    from kvplan.answers.plans import TokenPoolPlan, VllmPlan
     from kvplan.views.provenance import resolution_line
 
     match result:
@@ -303,7 +303,7 @@ def verdict_to_dict(v: Verdict) -> dict[str, Any]:
 def with_answer(doc: dict[str, Any], q: Question, v: Verdict) -> dict[str, Any]:
     """An engine's JSON document with the question as asked and the verdict; its ``fits`` is
     the verdict's (the question's answer, not only whether one request fits)."""
-    from kvplan.question import question_to_dict
+    from kvplan.answers.question import question_to_dict
 
     return {**doc, "fits": v.fits, "question": question_to_dict(q), "answer": verdict_to_dict(v)}
 

@@ -11,7 +11,7 @@ from kvplan.views.table import Column, table
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.probe import ProbeResult
+    from kvplan.probe.measure import ProbeResult
 
 
 def probe_to_dict(p: ProbeResult, within: bool, tolerance_bytes: int) -> dict[str, Any]:

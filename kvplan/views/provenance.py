@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 
 def resolution_to_dict(spec: ModelSpec) -> dict[str, Any]:

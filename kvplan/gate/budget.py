@@ -1,0 +1,445 @@
+"""Budget files: deployments and the memory assertions each must hold, checked in CI.
+
+A budget file is YAML validated like a spec (unknown keys refused, errors with file, line and
+field). Each deployment names a model, a GPU, its parallelism, an engine and its flags, and an
+``expect`` block of assertions; ``check_budget`` plans each deployment and returns one result
+per assertion with the required and actual values, the margin, the verdict and the assertion's
+line in the file (for CI annotations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
+
+from kvplan.answers.plans import answer
+from kvplan.answers.question import Question
+from kvplan.arguments import MAX_PARALLEL
+from kvplan.errors import KvplanError, SpecError, UnitError
+from kvplan.files import path_exists
+from kvplan.model.estimator import bytes_per_token
+from kvplan.units import format_bytes, format_tokens, fraction_of, parse_bytes, parse_tokens
+from kvplan.validation import field_names, line_locator, read_yaml, validate
+
+#: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
+MAX_COUNT = 2**24
+#: Upper bound of tensor and pipeline parallel sizes (GPUs in one model replica).
+
+# Integers are integers: YAML's true is refused, never read as 1.
+Count = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
+Parallel = Annotated[StrictInt, Field(gt=0, le=MAX_PARALLEL)]
+Text = Annotated[StrictStr, Field(max_length=4096)]
+
+
+def _tokens(value: object) -> int:
+    try:
+        return parse_tokens(value if isinstance(value, int | str) else str(value))
+    except KvplanError as e:
+        raise ValueError(str(e)) from None
+
+
+def _bytes(value: object) -> int:
+    try:
+        return parse_bytes(value if isinstance(value, int | str) else str(value))
+    except KvplanError as e:
+        raise ValueError(str(e)) from None
+
+
+TokenCount = Annotated[
+    int,
+    BeforeValidator(_tokens),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^ *[0-9.]+ *[kKmM]? *$"},
+            ]
+        }
+    ),
+]
+ByteSize = Annotated[
+    int,
+    BeforeValidator(_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^ *[0-9.]+ *([KMGT]i?B|B)? *$"},
+            ]
+        }
+    ),
+]
+
+
+class ContextAtConcurrency(BaseModel):
+    """``concurrency`` requests must each reach at least ``tokens`` tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: Count = Field(description="Concurrent requests.")
+    tokens: TokenCount = Field(description="Tokens each must reach: 8192, 8k or 8K.")
+
+
+class Expect(BaseModel):
+    """The assertions a deployment must hold. Each is optional; give at least one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_concurrency: Count | None = Field(
+        None, description="Requests of max_model_len tokens that must fit at once."
+    )
+    min_context_at_concurrency: ContextAtConcurrency | None = Field(
+        None, description="The context each of that many concurrent requests must reach."
+    )
+    max_kv_bytes_per_token: ByteSize | None = Field(
+        None, description="Most KV bytes one token may take across the model (320KiB)."
+    )
+    min_free_memory: ByteSize | None = Field(
+        None,
+        description="Memory per GPU that must stay free for more work (2GiB): usable memory"
+        " less weights, overhead and the KV cache the requests hold; never the headroom.",
+    )
+    min_kv_cache_tokens: TokenCount | None = Field(
+        None, description="Token slots the KV pool must hold per GPU (a stage's)."
+    )
+    fits: StrictBool | None = Field(None, description="Whether the deployment must fit at all.")
+
+
+class Deployment(BaseModel):
+    """One deployment: the model, where and how it runs, and what it must hold."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Text = Field(min_length=1, description="Shown in reports and CI test names.")
+    model: Text = Field(
+        min_length=1, description="Catalog name, HF id, or spec path (relative to this file)."
+    )
+    gpu: Text | None = Field(None, description="Catalog GPU (`kvplan gpus`).")
+    gpu_memory: ByteSize | None = Field(
+        None, description="Device memory (24GiB); with gpu, replaces its memory."
+    )
+    tensor_parallel_size: Parallel = Field(1, description="GPUs sharding each layer.")
+    pipeline_parallel_size: Parallel = Field(1, description="Pipeline stages.")
+    engine: Literal["ideal", "vllm", "sglang", "trtllm"] = Field(
+        "ideal",
+        description="ideal (kvplan's planner), vllm (vLLM V1's rules), sglang or trtllm (their"
+        " token pools); a key the engine does not read is refused.",
+    )
+    engine_version: Text | None = Field(None, description="Engine version (vllm: 0.19, 0.8).")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, strict=True, description="Share of total memory."
+    )
+    max_model_len: TokenCount | None = Field(
+        None, description="Tokens per request (32K); default: the model's maximum."
+    )
+    kv_cache_dtype: Text | None = Field(None, description="Cache dtype (fp8, ...); default auto.")
+    dtype: Text | None = Field(None, description="Model dtype in place of the spec's.")
+    quantization: Text | None = Field(None, description="Weight format (fp8, awq, ...).")
+    block_size: Count = Field(16, description="Tokens per KV page.")
+    max_num_batched_tokens: Count = Field(8192, description="Tokens per step.")
+    max_num_seqs: Count = Field(1024, description="vLLM: sequences per step.")
+    kv_cache_memory: ByteSize | None = Field(
+        None, description="KV pool per GPU, skipping the budget."
+    )
+    overhead: ByteSize | None = Field(
+        None, description="Per-GPU overhead in place of the estimate."
+    )
+    shared_prefix: TokenCount = Field(
+        0, description="Tokens of a shared prompt prefix (ideal engine)."
+    )
+    expect: Expect = Field(description="The assertions.")
+
+
+class Budget(BaseModel):
+    """A budget file: the deployments to check."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployments: list[Deployment] = Field(min_length=1, description="The deployments.")
+
+
+_KEYS = field_names(Budget)
+
+
+def load_budget(path: str | Path) -> tuple[Budget, str]:
+    """A validated budget file and its text. Raises SpecError with file, line and field,
+    UnitError for a ``path`` that is not a str or Path."""
+    if not isinstance(path, str | Path):
+        raise UnitError(f"path: expected a budget file's path, got {type(path).__name__}")
+    data, text = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(str(path), ["a budget file is a mapping with a `deployments` list"])
+    return validate(Budget, data, str(path), text, _KEYS, "docs/ci.md"), text
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionResult:
+    """One assertion of one deployment: what was required, what the plan gives."""
+
+    deployment: str
+    assertion: str
+    required: int | bool
+    actual: int | bool
+    passed: bool
+    line: int | None
+    unit: str  # tokens | bytes | requests | bool
+
+    @property
+    def margin(self) -> str:
+        """Actual beyond required, signed so that negative means failing, with a percent."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return ""
+        sign = -1 if self.assertion.startswith("max_") else 1
+        diff = sign * (self.actual - self.required)
+        share = f" ({100 * diff / self.required:+.0f}%)" if self.required else ""
+        return f"{self.show(diff, signed=True)}{share}"
+
+    def show(self, value: int | bool, *, signed: bool = False) -> str:
+        """``value`` in this assertion's unit, for people."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        prefix = "+" if signed and value >= 0 else ""
+        if self.unit == "bytes":
+            return prefix + format_bytes(value)
+        if self.unit == "tokens":
+            return prefix + format_tokens(value) + " tokens"
+        return f"{prefix}{value:,}"
+
+    def exact(self, value: int | bool, *, signed: bool = False) -> str:
+        """``value`` once, with its unit, for a report read without the table's columns:
+        ``6 requests``, ``20,480 tokens``, ``128.00 KiB (131,072 bytes)`` (``512 B`` below a
+        KiB, where the two agree), ``yes``."""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        prefix = "+" if signed and value >= 0 else ""
+        if self.unit == "bytes":
+            shown = format_bytes(value)
+            if abs(value) < 1024:
+                return prefix + shown
+            return f"{prefix}{shown} ({prefix}{value:,} bytes)"
+        if self.unit == "requests":
+            return f"{prefix}{value:,} request{'' if abs(value) == 1 else 's'}"
+        return self.show(value, signed=signed)
+
+    @property
+    def described(self) -> str:
+        """The requirement and the plan's value, each once with its unit: ``required >= 12
+        requests, actual 6 requests`` (``<=`` for a ``max_*`` bound; ``fits``: ``required yes,
+        actual no``)."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return f"required {self.exact(self.required)}, actual {self.exact(self.actual)}"
+        bound = "<=" if self.assertion.startswith("max_") else ">="
+        return f"required {bound} {self.exact(self.required)}, actual {self.exact(self.actual)}"
+
+    @property
+    def exact_margin(self) -> str:
+        """``margin`` with the unit and exact bytes of ``exact``: ``-6 requests (-50%)``;
+        "" for a yes/no assertion."""
+        if isinstance(self.required, bool) or isinstance(self.actual, bool):
+            return ""
+        sign = -1 if self.assertion.startswith("max_") else 1
+        diff = sign * (self.actual - self.required)
+        share = f" ({100 * diff / self.required:+.0f}%)" if self.required else ""
+        return f"{self.exact(diff, signed=True)}{share}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFacts:
+    """What a deployment's plan gives, for its assertions and for ``kvplan diff``."""
+
+    fits: bool
+    max_model_len: int
+    max_concurrency: int
+    kv_cache_tokens: int
+    free_memory_bytes: int | None  # None: not modelled for the engine (SGLang, TensorRT-LLM)
+    kv_bytes_per_token: int
+
+
+def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
+    """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
+    plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length."""
+    spec, device = _model(d.model, base), _device(d)
+    length = d.max_model_len or spec.max_position_embeddings or 0
+    per_token = bytes_per_token(spec, d.kv_cache_dtype)
+    found = answer(spec, device, _question(d, length, None))
+    result, verdict = found.result, found.verdict
+    if d.engine == "vllm":
+        r = result.result
+        stage = min(r.stages, key=lambda s: s.num_blocks)
+        # free: what the deployment could still use (docs/plan.md): the pool's blocks the
+        # max_concurrency requests do not hold, plus any remainder of the pool and, with
+        # kv_cache_memory, usable memory it leaves; never the headroom above utilization
+        held = verdict.max_concurrency * r.blocks_per_request * r.page_bytes * r.group_size
+        engine_overhead = (
+            stage.overhead.weights_bytes
+            + stage.overhead.activation_bytes
+            + stage.overhead.non_torch_bytes
+            + stage.overhead.cuda_graph_bytes
+        )
+        budget = (
+            device.memory_bytes
+            if d.kv_cache_memory is not None
+            else fraction_of(device.memory_bytes, r.config.gpu_memory_utilization)
+        )
+        free, tokens = budget - engine_overhead - held, r.gpu_kv_cache_tokens
+    elif d.engine == "ideal":
+        free, tokens = result.free_memory_bytes, result.kv_cache_tokens
+    else:
+        free, tokens = None, result.kv_cache_tokens
+    return DeploymentFacts(
+        fits=verdict.fits,
+        max_model_len=length,
+        max_concurrency=verdict.max_concurrency,
+        kv_cache_tokens=tokens,
+        free_memory_bytes=free,
+        kv_bytes_per_token=per_token,
+    )
+
+
+def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
+    """The longest context ``concurrency`` requests can each reach on deployment ``d``, at
+    most its ``max_model_len`` (default: the model's trained length)."""
+    spec, device = _model(d.model, base), _device(d)
+    found = answer(spec, device, _question(d, None, concurrency))
+    longest = found.verdict.max_context_tokens or 0
+    return min(longest, d.max_model_len) if d.max_model_len else longest
+
+
+def _question(d: Deployment, length: int | None, concurrency: int | None) -> Question:
+    """Deployment ``d``'s question: what its keys give (those left out are the engine's
+    defaults), so an engine that does not read a key refuses it as ``kvplan plan`` does."""
+    given = d.model_fields_set
+
+    def optional(key: str) -> Any:
+        return getattr(d, key) if key in given else None
+
+    utilization = optional("gpu_memory_utilization")
+    return Question(
+        engine=d.engine,
+        max_model_len=length,
+        concurrency=concurrency,
+        tensor_parallel_size=d.tensor_parallel_size,
+        pipeline_parallel_size=optional("pipeline_parallel_size"),
+        gpu_memory_utilization=None if utilization is None else Fraction(str(utilization)),
+        kv_cache_dtype=d.kv_cache_dtype,
+        dtype=d.dtype,
+        quantization=d.quantization,
+        overhead_bytes=d.overhead,
+        kv_cache_memory_bytes=d.kv_cache_memory,
+        block_size=optional("block_size"),
+        shared_prefix_tokens=d.shared_prefix,
+        max_num_batched_tokens=optional("max_num_batched_tokens"),
+        max_num_seqs=optional("max_num_seqs"),
+        version=d.engine_version,
+        device_fixed=True,
+    )
+
+
+def _device(d: Deployment) -> Any:
+    from kvplan.hardware.gpus import custom_gpu, find_gpu
+
+    if d.gpu is None and d.gpu_memory is None:
+        raise SpecError(d.name, ["gpu: give a catalog GPU or gpu_memory"])
+    device = find_gpu(d.gpu) if d.gpu is not None else None
+    return custom_gpu(d.gpu_memory, device) if d.gpu_memory is not None else device
+
+
+def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
+    """Every assertion of every deployment, in file order, with its line in ``text``.
+
+    ``budget`` and ``text`` are what ``load_budget(path)`` returns; model paths in it are
+    relative to ``path``'s folder. Raises UnitError for arguments of the wrong type, and the
+    errors of loading a model or planning (SpecError, ModelNotFoundError, UnknownGPUError,
+    UnitError) naming the deployment's setting."""
+    if not isinstance(budget, Budget):
+        raise UnitError(f"budget: expected a Budget (load_budget), got {type(budget).__name__}")
+    if not isinstance(text, str) or not isinstance(path, str | Path):
+        raise UnitError("text and path: expected the budget file's text and its path")
+    base = Path(path).resolve().parent
+    line_of = line_locator(text)  # the file composed once, whatever the number of assertions
+    results: list[AssertionResult] = []
+    for index, d in enumerate(budget.deployments):
+        found = [
+            AssertionResult(
+                d.name,
+                key,
+                required,
+                actual,
+                ok,
+                line_of(("deployments", index, "expect", key)),
+                unit,
+            )
+            for key, required, actual, ok, unit in _checks(d, base)
+        ]
+        results.extend(sorted(found, key=lambda r: r.line or 0))  # in the file's order
+    return results
+
+
+#: One checked assertion: its key, the required and actual values, the verdict, the unit.
+_Check = tuple[str, int | bool, int | bool, bool, str]
+
+
+def _checks(d: Deployment, base: Path) -> list[_Check]:
+    """The assertions deployment ``d`` states, in the order of ``Expect``'s fields, each with
+    the value its plan gives: ``fits`` must match, ``max_*`` bounds from above, the rest
+    from below."""
+    facts = deployment_facts(d, base)
+    expect = d.expect
+    if expect.min_free_memory is not None and facts.free_memory_bytes is None:
+        raise SpecError(
+            d.name,
+            [
+                f"expect.min_free_memory: not modelled for engine {d.engine}; allowed with engine"
+                " ideal or vllm"
+            ],
+        )
+    want = expect.min_context_at_concurrency
+    reached = 0 if want is None else context_at_concurrency(d, base, want.concurrency)
+    stated: list[tuple[str, int | bool | None, int | bool, str]] = [
+        ("fits", expect.fits, facts.fits, "bool"),
+        ("min_concurrency", expect.min_concurrency, facts.max_concurrency, "requests"),
+        ("min_context_at_concurrency", None if want is None else want.tokens, reached, "tokens"),
+        (
+            "max_kv_bytes_per_token",
+            expect.max_kv_bytes_per_token,
+            facts.kv_bytes_per_token,
+            "bytes",
+        ),
+        ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes or 0, "bytes"),
+        ("min_kv_cache_tokens", expect.min_kv_cache_tokens, facts.kv_cache_tokens, "tokens"),
+    ]
+    return [
+        (key, required, actual, _holds(key, required, actual), unit)
+        for key, required, actual, unit in stated
+        if required is not None
+    ]
+
+
+def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
+    if key == "fits":
+        return actual == required
+    if key.startswith("max_"):
+        return actual <= required
+    return actual >= required
+
+
+def _model(name: str, base: Path) -> Any:
+    from kvplan.importers.catalog import load_model
+
+    candidate = base / name
+    if name.endswith((".yaml", ".yml", ".json")) or path_exists(candidate):
+        return load_model(candidate)
+    return load_model(name)

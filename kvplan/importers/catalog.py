@@ -1,0 +1,124 @@
+"""The bundled model catalog: find a spec by short name, Hugging Face id, alias or path.
+
+A question about one model reads one file: the short name is the file name, and an HF id
+is tried by its last component (``meta-llama/Llama-3.1-8B`` -> ``llama-3.1-8b.yaml``) before
+the whole catalog is read. Only aliases and misspellings pay for a full scan.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from kvplan.files import bundled_dir, is_file, path_exists
+from kvplan.model.spec import ModelSpec, load_spec
+from kvplan.validation import read_yaml
+
+_SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+_FILE_SUFFIXES = (*_SPEC_SUFFIXES, ".gguf")
+
+
+@cache
+def specs_dir() -> Path:
+    """The folder of bundled specs: inside the installed package, or the source checkout's."""
+    return bundled_dir("model_specs")
+
+
+def _bundled_files() -> list[Path]:
+    return sorted(specs_dir().glob("*.yaml"))
+
+
+def bundled_names() -> list[str]:
+    """The bundled models' short names (their file names), sorted; reads no spec."""
+    return [p.stem for p in _bundled_files()]
+
+
+@cache
+def _load_bundled(path: Path) -> ModelSpec:
+    # Bundled specs are checked as files by the test suite (tests/test_catalog.py), so they
+    # are built without the file check and a command that reads them never loads pydantic.
+    # A file that does not build this way is checked in full, for its message.
+    data, _ = read_yaml(path)
+    try:
+        return ModelSpec.from_checked({"name": path.stem, **data})
+    except (TypeError, ValueError):
+        return load_spec(path)
+
+
+def list_models() -> list[ModelSpec]:
+    """Every bundled spec, sorted by name."""
+    return sorted((_load_bundled(p) for p in _bundled_files()), key=lambda s: s.name)
+
+
+def _names_of(spec: ModelSpec) -> set[str]:
+    names = {spec.name, *spec.aliases}
+    if spec.hf_id:
+        names.add(spec.hf_id)
+    return {n.lower() for n in names}
+
+
+def load_model(model: str | Path) -> ModelSpec:
+    """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file,
+    a Hugging Face config.json, a model folder or a ``.gguf`` file (imported by
+    ``kvplan.importers``).
+
+    Any other name is read by ``kvplan.importers.names`` (re-uploads, quantized variants, Ollama
+    tags);
+    the spec then carries ``resolved_from`` and its ``provenance``. Raises ModelNotFoundError
+    with the closest names when nothing matches (NameRefusedError for a variant that differs
+    from its catalog entry), and SpecError when a file is invalid.
+    """
+    text = str(model)
+    path = Path(text)
+    if isinstance(model, Path) or path.suffix in _FILE_SUFFIXES or path_exists(path):
+        from kvplan.importers import import_config, import_gguf, is_gguf, is_hf_config
+
+        if is_gguf(path):
+            return import_gguf(path).spec
+        if is_hf_config(path):
+            return import_config(path).spec
+        return load_spec(path)
+    key = text.strip().lower()
+    from kvplan.importers.names import is_ollama_tag
+
+    if is_ollama_tag(key):
+        # Before the alias lookup: a spec's alias `qwen3:8b` names the model, but the tag
+        # names Ollama's default build (q4_K_M), which kvplan.importers.names reads for every
+        # family.
+        return _read_name(text, _known_specs())
+    for stem in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
+        candidate = specs_dir() / f"{stem}.yaml"
+        if is_file(candidate):
+            spec = _load_bundled(candidate)
+            if key in _names_of(spec):
+                return spec
+    known = _known_specs()
+    if key in known:
+        return known[key]
+    return _read_name(text, known)
+
+
+def _known_specs() -> dict[str, ModelSpec]:
+    """Every bundled spec by each of its lower-case names (name, aliases, HF id)."""
+    return {name: spec for spec in list_models() for name in _names_of(spec)}
+
+
+def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:
+    """A variant's name read by ``kvplan.importers.names`` (an organisation, a quantization, an
+    Ollama
+    tag...): the catalog spec, in the weight format the name gives, carrying how it was read."""
+    from kvplan.importers.names import read_name
+
+    names = {key: spec.name for key, spec in known.items()}
+    for key, spec in known.items():  # an HF id's last part: Meta-Llama-3.1-8B-Instruct
+        names.setdefault(key.rsplit("/", 1)[-1], spec.name)
+    by_name = {spec.name: spec for spec in known.values()}
+    reading = read_name(text, names)
+    spec = by_name[reading.name]
+    if reading.weight_dtype is not None and reading.weight_dtype != spec.weight_dtype:
+        # Only the weight fields change: every parameter past the embeddings and the output
+        # head is in the named format (weights.model_weights caps it there).
+        spec = spec.model_copy(
+            update={"weight_dtype": reading.weight_dtype, "num_quantized_parameters": None}
+        )
+    return spec.with_provenance(*reading.provenance, resolved_from=text)
