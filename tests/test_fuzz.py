@@ -31,8 +31,9 @@ from kvplan.answers.workload import load_lengths
 from kvplan.cli import app
 from kvplan.errors import SpecError, UnitError
 from kvplan.model.layers import LAYER_KINDS
-from kvplan.model.spec import MAX_LAYERS, load_spec
+from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.spec import SPEC_KEYS as SPEC_FIELDS
+from kvplan.model.spec import load_spec
 from kvplan.units import format_bytes, format_count, format_tokens, parse_bytes, parse_tokens
 from kvplan.validation import MAX_PROBLEMS
 

@@ -371,7 +371,7 @@ def test_bounds_hold_at_the_limit() -> None:
 
 
 def test_limits_documented_match_the_code() -> None:
-    from kvplan.model.spec import MAX_DIM, MAX_LAYERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TOKENS
+    from kvplan.model.limits import MAX_DIM, MAX_LAYERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TOKENS
     from kvplan.units import MAX_DIGITS
     from kvplan.validation import MAX_ALIAS_VALUES
 

@@ -37,7 +37,8 @@ from kvplan.importers.registry import (
 )
 from kvplan.importers.rules import Rule
 from kvplan.importers.safetensors import WeightCount, weights_in_folder
-from kvplan.model.spec import MAX_DIM, ModelSpec, parse_spec
+from kvplan.model.limits import MAX_DIM
+from kvplan.model.spec import ModelSpec, parse_spec
 from kvplan.units import abbreviate
 
 T = TypeVar("T")

@@ -27,7 +27,8 @@ from kvplan.importers.gguf_format import (
     GGUFTensor,
     read_gguf_header,
 )
-from kvplan.model.spec import MAX_DIM, MAX_PARAMETERS, parse_spec
+from kvplan.model.limits import MAX_DIM, MAX_PARAMETERS
+from kvplan.model.spec import parse_spec
 
 GGUF_SUFFIX = ".gguf"
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")

@@ -19,7 +19,7 @@ from typing import Any
 from kvplan.errors import SpecError
 from kvplan.importers.gguf_format import GGUFArray
 from kvplan.importers.reading import compact_layer_types
-from kvplan.model.spec import MAX_DIM, MAX_LAYERS, MAX_TOKENS
+from kvplan.model.limits import MAX_DIM, MAX_LAYERS, MAX_TOKENS
 
 
 class Meta:

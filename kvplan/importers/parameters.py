@@ -27,7 +27,7 @@ from typing import Any
 
 from kvplan.errors import SpecError
 from kvplan.importers.reading import Config, Reading, whole
-from kvplan.model.spec import MAX_DIM
+from kvplan.model.limits import MAX_DIM
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kvplan.errors import SpecError
 from kvplan.files import read_text
-from kvplan.model.spec import MAX_LAYERS
+from kvplan.model.limits import MAX_LAYERS
 from kvplan.units import abbreviate
 
 CONFIG_NAME = "config.json"

@@ -23,7 +23,7 @@ from typing import Any
 from kvplan.errors import SpecError
 from kvplan.files import is_file, read_bytes, read_head
 from kvplan.importers.reading import Config, mapping, read_json, whole
-from kvplan.model.spec import MAX_PARAMETERS
+from kvplan.model.limits import MAX_PARAMETERS
 from kvplan.units import abbreviate
 
 INDEX_NAME = "model.safetensors.index.json"

@@ -24,7 +24,8 @@ from kvplan.errors import (
     SpecError,
     UnitError,
 )
-from kvplan.model.spec import MAX_TOKENS, ModelSpec
+from kvplan.model.limits import MAX_TOKENS
+from kvplan.model.spec import ModelSpec
 from kvplan.units import MiB, abbreviate
 
 if TYPE_CHECKING:

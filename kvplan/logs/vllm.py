@@ -14,7 +14,8 @@ from kvplan.errors import (
     SpecError,
     UnknownEngineError,
 )
-from kvplan.model.spec import MAX_TOKENS, ModelSpec
+from kvplan.model.limits import MAX_TOKENS
+from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, abbreviate
 
 if TYPE_CHECKING:

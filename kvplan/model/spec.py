@@ -37,38 +37,20 @@ from kvplan.model.layers import (
     SharedKV,
     SlidingWindowAttention,
 )
+from kvplan.model.limits import (
+    MAX_LAYERS,
+    Count,
+    Dim,
+    Flag,
+    Layers,
+    Name,
+    Parameters,
+    Text,
+    Tokens,
+    WeightBytes,
+)
 from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
 from kvplan.validation import read_yaml
-
-#: Upper bounds of the integer keys (docs/spec.md, "Limits"): far above any real model, low
-#: enough that nothing a spec says can take unbounded time or memory (the per-layer schedule
-#: is a tuple of num_hidden_layers entries) or overflow a float at display.
-MAX_LAYERS = 10_000
-#: Heads, head and model dims, MLA ranks, recurrent-state sizes, vocabulary, MLP width.
-MAX_DIM = 2**24
-#: Windows, chunks and max_position_embeddings, in tokens.
-MAX_TOKENS = 2**40
-#: Parameter counts.
-MAX_PARAMETERS = 2**50
-#: A byte count of weights: 2**50 parameters of 4 bytes.
-MAX_WEIGHT_BYTES = 2**52
-#: Characters of a name or Hugging Face id.
-MAX_NAME_CHARS = 256
-
-# The field types: a plain int, str or bool here; kvplan.model.spec_schema.BOUNDS gives each its
-# strict
-# type and bounds (docs/spec.md, "Limits"): Layers 1..MAX_LAYERS; Dim (heads, dims, ranks,
-# vocabulary) 1..MAX_DIM; Tokens 1..MAX_TOKENS; Parameters 1..MAX_PARAMETERS; Count (layers that
-# may be 0) 0..MAX_LAYERS; WeightBytes 0..MAX_WEIGHT_BYTES; Name at most MAX_NAME_CHARS characters.
-Layers = int
-Dim = int
-Tokens = int
-Parameters = int
-Count = int
-WeightBytes = int
-Name = str
-Text = str
-Flag = bool
 
 
 def _key(description: str, default: Any = MISSING, **bounds: int) -> Any:
@@ -238,7 +220,7 @@ class ModelSpec:
     def __post_init__(self) -> None:
         from kvplan.model.spec_schema import check_spec
 
-        checked = check_spec(self)  # raises SpecError naming the field, as for a file
+        checked: ModelSpec = check_spec(self)  # raises SpecError naming the field, as a file
         for name in (*_DEFAULTS, "_layers", "_groups", "_terms", "_resolved_from", "_provenance"):
             object.__setattr__(self, name, getattr(checked, name))
 
@@ -592,7 +574,8 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
         data = {"name": Path(path).stem, **data}
     from kvplan.model.spec_schema import validated_spec
 
-    return validated_spec(data, path, text)
+    spec: ModelSpec = validated_spec(ModelSpec, data, path, text)
+    return spec
 
 
 def load_spec(path: str | Path) -> ModelSpec:

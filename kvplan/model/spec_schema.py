@@ -1,5 +1,5 @@
-"""The pydantic models that check spec files, built from ``kvplan.model.spec``'s dataclasses on
-first use.
+"""The pydantic models that check spec files, built on first use from the dataclasses of
+``kvplan.model.spec``, which hand themselves in: this module never imports them.
 
 Each field's annotation in ``kvplan.model.spec`` names its type (``Dim``, ``Tokens``, ``Name``...);
 ``BOUNDS`` gives each name its strict pydantic type and bounds, so the dataclass declares a key
@@ -11,6 +11,7 @@ loads pydantic.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from functools import cache
 from typing import Annotated, Any, get_type_hints
 
@@ -27,18 +28,14 @@ from pydantic import (
 )
 
 from kvplan.errors import SpecError
-from kvplan.model import spec as spec_module
 from kvplan.model.layers import LayerKind
-from kvplan.model.spec import (
+from kvplan.model.limits import (
     MAX_DIM,
     MAX_LAYERS,
     MAX_NAME_CHARS,
     MAX_PARAMETERS,
     MAX_TOKENS,
     MAX_WEIGHT_BYTES,
-    SPEC_KEYS,
-    ModelSpec,
-    StoredWeights,
 )
 from kvplan.validation import validate
 
@@ -71,21 +68,30 @@ class _Checked(BaseModel):
         return self._built
 
 
-def _build_spec(model: _Checked) -> _Checked:
-    # The keys that must agree with each other (layer kinds, GQA, dtypes): ValueErrors that
-    # name their field, reported by pydantic as model-level errors with the file's line.
-    model._built = ModelSpec.from_checked(model.model_dump())
-    return model
+def _builder(cls: Any) -> Any:
+    def build(model: _Checked) -> _Checked:
+        # The keys that must agree with each other (layer kinds, GQA, dtypes): ValueErrors
+        # that name their field, reported by pydantic as model-level errors with the line.
+        model._built = cls.from_checked(model.model_dump())
+        return model
+
+    return build
 
 
 @cache
 def schema_of(cls: type) -> type[_Checked]:
     """The pydantic model of a ``kvplan.model.spec`` dataclass (``ModelSpec``,
-    ``StoredWeights``)."""
-    namespace = BOUNDS
-    if cls is ModelSpec:
-        namespace = {**BOUNDS, "StoredWeights": schema_of(StoredWeights)}
-    hints = get_type_hints(cls, vars(spec_module), namespace, include_extras=True)
+    ``StoredWeights``): each field's type from ``BOUNDS``, a field that holds another of
+    these dataclasses checked by that one's model, and a class with ``from_checked`` built
+    by it once its values pass."""
+    module = vars(sys.modules[cls.__module__])
+    nested = {
+        name: schema_of(value)
+        for name, value in module.items()
+        if dataclasses.is_dataclass(value) and isinstance(value, type) and value is not cls
+        and value.__module__ == cls.__module__ and not hasattr(value, "from_checked")
+    }
+    hints = get_type_hints(cls, module, {**BOUNDS, **nested}, include_extras=True)
     definitions: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if not f.init:
@@ -95,8 +101,8 @@ def schema_of(cls: type) -> type[_Checked]:
         info = Field(default, description=f.metadata["description"], **extra)
         definitions[f.name] = (hints[f.name], info)
     validators: dict[str, Any] = {}
-    if cls is ModelSpec:
-        validators["_build"] = model_validator(mode="after")(_build_spec)
+    if hasattr(cls, "from_checked"):
+        validators["_build"] = model_validator(mode="after")(_builder(cls))
     model: type[_Checked] = create_model(
         cls.__name__,
         __base__=_Checked,
@@ -108,21 +114,25 @@ def schema_of(cls: type) -> type[_Checked]:
     return model
 
 
-def validated_spec(data: Any, path: str, text: str | None) -> ModelSpec:
+def _keys(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def validated_spec(cls: type, data: Any, path: str, text: str | None) -> Any:
     """``data`` (a mapping with a ``name``) checked as the spec file ``path`` (its YAML
-    ``text`` gives each problem's line) and built. Raises SpecError."""
-    checked = validate(schema_of(ModelSpec), data, path, text, SPEC_KEYS, "docs/spec.md")
-    spec: ModelSpec = checked.built()
-    return spec
+    ``text`` gives each problem's line) and built as ``cls`` (``ModelSpec``). Raises
+    SpecError."""
+    checked = validate(schema_of(cls), data, path, text, _keys(cls), "docs/spec.md")
+    return checked.built()
 
 
-def check_spec(spec: ModelSpec) -> ModelSpec:
+def check_spec(spec: Any) -> Any:
     """A ``ModelSpec(...)`` built in code, checked as a file would be and built again (lists
     read as tuples, dtype names canonical). Raises SpecError."""
-    values = {name: getattr(spec, name) for name in SPEC_KEYS}
+    values = {name: getattr(spec, name) for name in _keys(type(spec))}
     stored = values["stored_weight_bytes"]
-    if isinstance(stored, StoredWeights):
+    if dataclasses.is_dataclass(stored) and not isinstance(stored, type):
         values["stored_weight_bytes"] = dataclasses.asdict(stored)
     if not isinstance(values.get("name"), str):
         raise SpecError("<ModelSpec>", ["name: a string is required"])
-    return validated_spec(values, "<ModelSpec>", None)
+    return validated_spec(type(spec), values, "<ModelSpec>", None)

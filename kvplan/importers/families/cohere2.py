@@ -14,7 +14,7 @@ from kvplan.importers.parameters import Count, decoder, flag, mlp, norm, shapes,
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, layers_explicit
-from kvplan.model.spec import MAX_TOKENS
+from kvplan.model.limits import MAX_TOKENS
 
 FAMILY = "cohere2"
 

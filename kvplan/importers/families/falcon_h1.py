@@ -14,7 +14,7 @@ from kvplan.importers.parameters import Count, decoder, flag, linear, mlp, norm,
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, mamba2_state
-from kvplan.model.spec import MAX_DIM
+from kvplan.model.limits import MAX_DIM
 
 FAMILY = "falcon_h1"
 

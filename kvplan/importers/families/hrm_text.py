@@ -16,7 +16,7 @@ from kvplan.importers.parameters import Count, flag, linear, mlp, plain, shapes,
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, kv_heads_mha
-from kvplan.model.spec import MAX_LAYERS
+from kvplan.model.limits import MAX_LAYERS
 
 FAMILY = "hrm_text"
 

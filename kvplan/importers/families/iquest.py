@@ -24,7 +24,7 @@ from kvplan.importers.parameters import size as read_size
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import UNIFORM_KINDS, Rule
-from kvplan.model.spec import MAX_LAYERS, MAX_TOKENS
+from kvplan.model.limits import MAX_LAYERS, MAX_TOKENS
 
 FAMILY = "iquest"
 

@@ -30,7 +30,7 @@ from kvplan.importers.parameters import (
 from kvplan.importers.reading import Reading, as_list, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, layers_explicit
-from kvplan.model.spec import MAX_DIM
+from kvplan.model.limits import MAX_DIM
 
 FAMILY = "mimo_v2"
 

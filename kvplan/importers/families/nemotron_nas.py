@@ -20,7 +20,7 @@ from kvplan.importers.parameters import Count, decoder, linear, mlp, norm, shape
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, kv_heads_mha
-from kvplan.model.spec import MAX_DIM
+from kvplan.model.limits import MAX_DIM
 
 FAMILY = "nemotron_nas"
 

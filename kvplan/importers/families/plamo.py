@@ -17,7 +17,7 @@ from kvplan.importers.parameters import Count, decoder, mlp, norm, shapes, size
 from kvplan.importers.reading import Reading, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, pattern_every
-from kvplan.model.spec import MAX_LAYERS, MAX_TOKENS
+from kvplan.model.limits import MAX_LAYERS, MAX_TOKENS
 
 FAMILY = "plamo"
 

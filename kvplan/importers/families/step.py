@@ -21,7 +21,7 @@ from kvplan.importers.parameters import Count
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import UNIFORM_KINDS, Rule
-from kvplan.model.spec import MAX_DIM
+from kvplan.model.limits import MAX_DIM
 from kvplan.units import abbreviate
 
 FAMILY = "step"
