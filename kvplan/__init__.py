@@ -24,8 +24,8 @@ _LAZY: dict[str, str] = {
     "Budget": "kvplan.gate.budget",
     "check_budget": "kvplan.gate.budget",
     "load_budget": "kvplan.gate.budget",
-    "list_models": "kvplan.importers.catalog",
-    "load_model": "kvplan.importers.catalog",
+    "list_models": "kvplan.catalog.lookup",
+    "load_model": "kvplan.catalog.lookup",
     "Diff": "kvplan.gate.diffing",
     "diff_files": "kvplan.gate.diffing",
     "CacheDTypes": "kvplan.model.dtypes",
@@ -131,6 +131,7 @@ if TYPE_CHECKING:
         perf,
     )
     from kvplan.answers.workload import load_lengths
+    from kvplan.catalog.lookup import list_models, load_model
     from kvplan.engines.base import EngineResult
     from kvplan.engines.llamacpp import kv_cache as llamacpp_kv_cache
     from kvplan.engines.sglang import kv_cache as sglang_kv_cache
@@ -157,7 +158,6 @@ if TYPE_CHECKING:
     from kvplan.hardware.gpus import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
     from kvplan.hardware.systems import System, UnknownSystemError, find_system, list_systems
     from kvplan.importers import Architecture, Imported, import_config, list_architectures
-    from kvplan.importers.catalog import list_models, load_model
     from kvplan.logs.reconcile import Reconciliation, read_log, reconcile
     from kvplan.model.dtypes import CacheDTypes, cache_dtypes
     from kvplan.model.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain

@@ -38,7 +38,7 @@ def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (str, Path)):
-        from kvplan.importers.catalog import load_model
+        from kvplan.catalog.lookup import load_model
 
         return load_model(model)
     raise UnitError(f"model: expected a ModelSpec or a model name, got {_kind(model)}")

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from kvplan.answers.performance import perf
+from kvplan.catalog.lookup import load_model
 from kvplan.hardware.gpus import find_gpu
-from kvplan.importers.catalog import load_model
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvplan.catalog.lookup import list_models, load_model, specs_dir
 from kvplan.errors import ModelNotFoundError
-from kvplan.importers.catalog import list_models, load_model, specs_dir
 from kvplan.model.estimator import bytes_per_token, estimate
 from kvplan.model.spec import load_spec
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from kvplan.catalog.lookup import load_model
 from kvplan.errors import SpecError
 from kvplan.importers import import_config, parameters_from_config
-from kvplan.importers.catalog import load_model
 from kvplan.importers.config import spec_from_config
 from kvplan.importers.registry import list_architectures
 from kvplan.model.estimator import bytes_per_token

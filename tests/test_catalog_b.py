@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.catalog.lookup import load_model
 from kvplan.cli import app
 from kvplan.importers import import_config, parameters_from_config, spec_from_config
-from kvplan.importers.catalog import load_model
 from kvplan.model.estimator import bytes_per_token
 from kvplan.model.spec import parse_spec
 

@@ -469,9 +469,9 @@ def test_svg_marks_where_a_line_stops(tmp_path: Path) -> None:
 
 def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
     from kvplan.answers.curves import memory_curves
+    from kvplan.catalog.lookup import load_model
     from kvplan.engines import vllm
     from kvplan.hardware.gpus import find_gpu
-    from kvplan.importers.catalog import load_model
     from kvplan.planner import plan
     from kvplan.views.charts import memory_chart
 

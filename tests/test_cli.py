@@ -195,7 +195,7 @@ def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
         "sys.argv = ['kvplan', 'calc', 'llama-3.1-8b', '-c', '4', '-f', 'json']\n"
         "try:\n    runpy.run_module('kvplan', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "import kvplan.importers.catalog as c\n"
+        "import kvplan.catalog.lookup as c\n"
         "heavy = [m for m in ('torch', 'transformers', 'numpy') if m in sys.modules]\n"
         "print('HEAVY', heavy, 'LOADED', c._load_bundled.cache_info().currsize)\n"
     )
@@ -630,7 +630,7 @@ def test_models_text_matches_hf_ids_and_aliases() -> None:
 def test_models_kind_filter_counts_the_spec_files() -> None:
     # --kind mla keeps exactly the specs stating an MLA latent (kv_lora_rank), counted from the
     # files; --kind mamba exactly the hybrids listing mamba layers, or a Mamba state size
-    from kvplan.importers.catalog import specs_dir
+    from kvplan.catalog.lookup import specs_dir
 
     texts = {p.stem: p.read_text(encoding="utf-8") for p in specs_dir().glob("*.yaml")}
     mla = {n for n, t in texts.items() if "\nkv_lora_rank:" in t}

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.catalog.lookup import load_model
 from kvplan.cli import app
 from kvplan.errors import SpecError, UnitError
 from kvplan.hardware.systems import UnknownSystemError, find_system, list_systems, load_systems
-from kvplan.importers.catalog import load_model
 from kvplan.planner.api import plan_cluster
 from kvplan.planner.cluster import Candidate, search_cluster
 from kvplan.planner.deployment import Deployment

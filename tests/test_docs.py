@@ -183,8 +183,8 @@ def _counts() -> list[tuple[str, str, int]]:
     """(file, pattern whose group 1 is the count, the count computed now)."""
     import test_engine_vllm
 
+    from kvplan.catalog.lookup import list_models
     from kvplan.hardware.gpus import list_gpus
-    from kvplan.importers.catalog import list_models
 
     ids = _reference_log_ids()
     every_log = {i for group in ids.values() for i in group}

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.catalog.lookup import load_model
 from kvplan.cli import app
 from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
 from kvplan.engines.llamacpp_layout import layer_devices
 from kvplan.engines.llamacpp_plan import LlamaCppAsk, budget, plan
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import custom_gpu, find_gpu
-from kvplan.importers.catalog import load_model
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB
 

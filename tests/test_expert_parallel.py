@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.catalog.lookup import load_model, specs_dir
 from kvplan.hardware.gpus import find_gpu
 from kvplan.importers import import_config, parameters_from_config
-from kvplan.importers.catalog import load_model, specs_dir
 from kvplan.importers.safetensors import count_parameters
 from kvplan.model.spec import ModelSpec, parse_spec
 from kvplan.model.weights import model_weights

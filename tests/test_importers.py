@@ -18,6 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from kvplan import estimate, load_model, parse_spec, resolve_dtype
+from kvplan.catalog.lookup import specs_dir
 from kvplan.cli import app
 from kvplan.errors import SpecError
 from kvplan.importers import (
@@ -29,7 +30,6 @@ from kvplan.importers import (
     spec_from_config,
     supported_model_types,
 )
-from kvplan.importers.catalog import specs_dir
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"

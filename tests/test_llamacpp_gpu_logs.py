@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from kvplan.catalog.lookup import load_model
 from kvplan.engines import llamacpp_compute
 from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_bytes
-from kvplan.importers.catalog import load_model
 from kvplan.model.spec import ModelSpec
 from kvplan.units import MiB
 

@@ -1,4 +1,4 @@
-"""Names users type -> catalog entries and weight formats (kvplan.importers.names via
+"""Names users type -> catalog entries and weight formats (kvplan.catalog.names via
 load_model)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from kvplan.catalog.lookup import list_models, load_model
 from kvplan.cli import app
 from kvplan.errors import ModelNotFoundError, NameRefusedError
-from kvplan.importers.catalog import list_models, load_model
 from kvplan.model.weights import QUANTIZATIONS, model_weights
 
 runner = CliRunner()

@@ -73,7 +73,7 @@ def test_installed_wheel_works_from_another_directory(wheel: Path, tmp_path: Pat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = (
-        "import kvplan, kvplan.importers.catalog as c, kvplan.hardware.gpus as h;"
+        "import kvplan, kvplan.catalog.lookup as c, kvplan.hardware.gpus as h;"
         f"print(c.specs_dir().is_relative_to({str(target)!r}));"
         f"print(h.gpu_specs_dir().is_relative_to({str(target)!r}));"
         "print(kvplan.estimate(kvplan.load_model('gemma-3-27b'), 131072).kv_cache_bytes);"

@@ -14,10 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from kvplan import plan
+from kvplan.catalog.lookup import specs_dir
 from kvplan.cli import app
 from kvplan.errors import SpecError
 from kvplan.importers import import_config
-from kvplan.importers.catalog import specs_dir
 from kvplan.importers.config import parameters_from_config
 from kvplan.importers.parameters import Count, quantized_format
 from kvplan.model.spec import parse_spec

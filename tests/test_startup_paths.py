@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kvplan import estimate
+from kvplan.catalog.lookup import bundled_names, list_models, specs_dir
 from kvplan.errors import SpecError
 from kvplan.hardware.gpus import gpu_specs_dir, list_gpus, load_gpu_specs
-from kvplan.importers.catalog import bundled_names, list_models, specs_dir
 from kvplan.model.spec import SPEC_KEYS, ModelSpec, StoredWeights, load_spec
 
 

@@ -81,11 +81,11 @@ __all__ = [
 
 def _spec(spec: ModelSpec | str | Path) -> ModelSpec:
     """A spec as given, or the one a name or path loads
-    (``kvplan.importers.catalog.load_model``)."""
+    (``kvplan.catalog.lookup.load_model``)."""
     if isinstance(spec, ModelSpec):
         return spec
     if isinstance(spec, str | Path):
-        from kvplan.importers.catalog import load_model
+        from kvplan.catalog.lookup import load_model
 
         return load_model(spec)
     raise UnitError(f"a model is a ModelSpec or a model name such as 'qwen3-8b', not {spec!r}")

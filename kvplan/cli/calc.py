@@ -81,8 +81,8 @@ def calc(
     keeps that meaning).
     """
     from kvplan.answers.calc import CalcRequest, calculate, context_tokens
+    from kvplan.catalog.lookup import load_model
     from kvplan.errors import UnitError
-    from kvplan.importers.catalog import load_model
     from kvplan.units import parse_tokens
     from kvplan.views import estimate as views
 
@@ -206,8 +206,8 @@ def models(
     more token of one sequence adds to the cache, at --context)."""
     from dataclasses import replace
 
+    from kvplan.catalog.query import CatalogQuery, catalog_rows, known_families, select
     from kvplan.cli.common import tokens_option
-    from kvplan.importers.catalog_query import CatalogQuery, catalog_rows, known_families, select
     from kvplan.model.estimator import bytes_per_token
     from kvplan.views import estimate as views
 
@@ -235,7 +235,7 @@ def models(
 @command("show")
 def show(model: ModelArg, output: FormatOpt = OutputFormat.table) -> None:
     """A spec's fields and its resolved per-layer cache schedule."""
-    from kvplan.importers.catalog import load_model
+    from kvplan.catalog.lookup import load_model
     from kvplan.views import estimate as views
 
     def run() -> None:

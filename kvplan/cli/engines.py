@@ -129,9 +129,9 @@ def flags(
     it, which their lines then carry.
     """
     from kvplan.answers.flags import recommend
+    from kvplan.catalog.lookup import load_model
     from kvplan.errors import UnitError
     from kvplan.hardware.gpus import find_gpu
-    from kvplan.importers.catalog import load_model
     from kvplan.units import parse_tokens
     from kvplan.views import engines as views
 

@@ -94,8 +94,8 @@ def architectures(output: FormatOpt = OutputFormat.table) -> None:
     """The model_types `kvplan import` reads: each one's rules module (family), the layer
     kinds its rule can produce, the model classes config.json names for it, the engines that
     serve it, the catalog models of that type, and the config quirks it handles."""
+    from kvplan.catalog.lookup import list_models
     from kvplan.importers import list_architectures
-    from kvplan.importers.catalog import list_models
     from kvplan.views import importers as views
 
     def run() -> None:

@@ -26,7 +26,7 @@ class OutputFormat(str, Enum):
 def complete_model(incomplete: str) -> list[str]:
     """Shell completion: bundled model names starting with what was typed (reads file names
     only, so it answers at once)."""
-    from kvplan.importers.catalog import bundled_names
+    from kvplan.catalog.lookup import bundled_names
 
     key = incomplete.lower()
     return [name for name in bundled_names() if name.startswith(key)]

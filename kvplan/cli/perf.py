@@ -109,8 +109,8 @@ def perf(
 
     def run() -> None:
         from kvplan.answers.curves import perf_report
+        from kvplan.catalog.lookup import load_model
         from kvplan.hardware.gpus import find_gpu
-        from kvplan.importers.catalog import load_model
         from kvplan.views import perf as views
 
         spec = load_model(model)
@@ -260,8 +260,8 @@ def chart(
 
     def run() -> None:
         from kvplan.answers.curves import memory_curves, throughput_curves
+        from kvplan.catalog.lookup import load_model
         from kvplan.hardware.gpus import find_gpu
-        from kvplan.importers.catalog import load_model
         from kvplan.progress import progress
         from kvplan.views import charts as views
 

@@ -437,7 +437,7 @@ def _plan(a: dict[str, Any]) -> None:
     """``kvplan plan`` with its options ``a``: one question asked of one engine, or the
     ranked deployments in whole nodes (kvplan's own planner)."""
     from kvplan.answers.plans import answer
-    from kvplan.importers.catalog import load_model
+    from kvplan.catalog.lookup import load_model
     from kvplan.views import plan as views
 
     spec = load_model(a["model"])

@@ -58,7 +58,7 @@ def probe(
     'kvplan[probe]'); exits 3 without it, 1 when the measured cache differs from kvplan's
     transformers estimate by more than --tolerance.
     """
-    from kvplan.importers.catalog import load_model
+    from kvplan.catalog.lookup import load_model
     from kvplan.probe.measure import family_of, run_probe
     from kvplan.probe.tolerance import parse_tolerance
     from kvplan.units import parse_tokens

@@ -94,8 +94,8 @@ def model_source(model: str, spec: ModelSpec | None = None) -> ModelSource:
       tag): ``-m MODEL.gguf``, a placeholder, with a note on where a GGUF file comes from.
       kvplan names no GGUF repository it was not given: it cannot know one exists.
     """
+    from kvplan.catalog.names import is_ollama_tag, strip_hub_prefix
     from kvplan.importers.gguf import first_part, is_gguf
-    from kvplan.importers.names import is_ollama_tag, strip_hub_prefix
 
     text = model.strip()
     path = Path(text)

@@ -437,7 +437,7 @@ def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
 
 
 def _model(name: str, base: Path) -> Any:
-    from kvplan.importers.catalog import load_model
+    from kvplan.catalog.lookup import load_model
 
     candidate = base / name
     if name.endswith((".yaml", ".yml", ".json")) or path_exists(candidate):

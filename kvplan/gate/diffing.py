@@ -94,7 +94,7 @@ def _read(label: str) -> tuple[Any, Path]:
         except UnicodeDecodeError:
             raise SpecError(label, ["cannot read: not UTF-8 text"]) from None
         return parse_yaml(text, label), Path(file)
-    from kvplan.importers.catalog import load_model
+    from kvplan.catalog.lookup import load_model
 
     spec = load_model(label)
     return spec.model_dump(mode="json", exclude_none=True), path

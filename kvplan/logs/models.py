@@ -5,7 +5,7 @@ A llama.cpp log prints the model's shapes (``print_info: n_layer = 32``, ``n_ctx
 512.00 MiB`` for ``n_ctx = 4096`` tokens), and often the model file it was started with
 (``-m ./models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf``). ``identify_model`` keeps the catalog
 specs whose shapes and cache size agree with every printed figure, narrowed by the names the
-model's file and folders give (read by ``kvplan.importers.names``): exactly one left is the model,
+model's file and folders give (read by ``kvplan.catalog.names``): exactly one left is the model,
 with a
 provenance line saying how it was found; none or several is a SpecError naming them.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kvplan.catalog.lookup import list_models, load_model
 from kvplan.errors import KvplanError, SpecError
-from kvplan.importers.catalog import list_models, load_model
 from kvplan.model.spec import ModelSpec
 
 # print_info (llm_load_print_meta in older builds) key -> the spec field it prints.

@@ -11,13 +11,13 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
 from kvplan.arguments import as_spec
+from kvplan.catalog.lookup import load_model
 from kvplan.errors import (
     ModelNotFoundError,
     SpecError,
     UnitError,
 )
 from kvplan.files import TEXT_LIMIT_BYTES, read_text
-from kvplan.importers.catalog import load_model
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, abbreviate
 
@@ -207,7 +207,7 @@ def _find(pattern: str, text: str) -> str | None:
 def _model(
     found: str | None, given: ModelSpec | str | None, path: str, text: str = ""
 ) -> ModelSpec:
-    """The model: ``given``, else the name the log prints (read by ``kvplan.importers.names``), else
+    """The model: ``given``, else the name the log prints (read by ``kvplan.catalog.names``), else
     the catalog model whose shapes the log prints (``kvplan.logs.models``)."""
     from kvplan.logs.models import identify_model
 

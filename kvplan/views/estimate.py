@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from kvplan.answers.calc import CalcRequest, Calculation
+    from kvplan.catalog.query import CatalogQuery, CatalogRow
     from kvplan.engines.base import EngineResult
-    from kvplan.importers.catalog_query import CatalogQuery, CatalogRow
 
 
 def kv_per_token_legend(context_tokens: int | None) -> str:
@@ -130,7 +130,7 @@ def models_to_dict(
     """The ``kvplan models --format json`` document: each kept spec with its bytes per token
     at ``context_tokens`` (None: a short context, 0), the query that chose them and how many
     models the catalog holds."""
-    from kvplan.importers.catalog_query import CatalogQuery
+    from kvplan.catalog.query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
     return {
@@ -194,7 +194,7 @@ def models_view(
     """The ``kvplan models`` table; the heading says what was asked when a filter is set
     (and, for a family that matches nothing, which families there are) and what KV/token
     means at ``context_tokens`` (None: a short context)."""
-    from kvplan.importers.catalog_query import CatalogQuery
+    from kvplan.catalog.query import CatalogQuery
 
     asked = query if query is not None else CatalogQuery()
     total = len(rows) if num_bundled is None else num_bundled

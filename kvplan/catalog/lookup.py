@@ -62,7 +62,7 @@ def load_model(model: str | Path) -> ModelSpec:
     a Hugging Face config.json, a model folder or a ``.gguf`` file (imported by
     ``kvplan.importers``).
 
-    Any other name is read by ``kvplan.importers.names`` (re-uploads, quantized variants, Ollama
+    Any other name is read by ``kvplan.catalog.names`` (re-uploads, quantized variants, Ollama
     tags);
     the spec then carries ``resolved_from`` and its ``provenance``. Raises ModelNotFoundError
     with the closest names when nothing matches (NameRefusedError for a variant that differs
@@ -79,11 +79,11 @@ def load_model(model: str | Path) -> ModelSpec:
             return import_config(path).spec
         return load_spec(path)
     key = text.strip().lower()
-    from kvplan.importers.names import is_ollama_tag
+    from kvplan.catalog.names import is_ollama_tag
 
     if is_ollama_tag(key):
         # Before the alias lookup: a spec's alias `qwen3:8b` names the model, but the tag
-        # names Ollama's default build (q4_K_M), which kvplan.importers.names reads for every
+        # names Ollama's default build (q4_K_M), which kvplan.catalog.names reads for every
         # family.
         return _read_name(text, _known_specs())
     for stem in dict.fromkeys((key, key.rsplit("/", 1)[-1])):
@@ -104,10 +104,10 @@ def _known_specs() -> dict[str, ModelSpec]:
 
 
 def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:
-    """A variant's name read by ``kvplan.importers.names`` (an organisation, a quantization, an
+    """A variant's name read by ``kvplan.catalog.names`` (an organisation, a quantization, an
     Ollama
     tag...): the catalog spec, in the weight format the name gives, carrying how it was read."""
-    from kvplan.importers.names import read_name
+    from kvplan.catalog.names import read_name
 
     names = {key: spec.name for key, spec in known.items()}
     for key, spec in known.items():  # an HF id's last part: Meta-Llama-3.1-8B-Instruct

@@ -1,6 +1,6 @@
 """What users type -> a catalog name and a weight format, by one rule table.
 
-``read_name`` is tried by ``kvplan.importers.catalog.load_model`` after the exact lookups fail. It
+``read_name`` is tried by ``kvplan.catalog.lookup.load_model`` after the exact lookups fail. It
 reads a
 name in steps, each a row of the tables below, and returns the catalog name with one line per
 step (``Reading.provenance``), so every output can say how the name was read:

@@ -1,5 +1,5 @@
 """Choosing and ordering bundled models for ``kvplan models``: a text filter, a cache kind, a
-family, and a sort key. Pure selection over ``kvplan.importers.catalog.list_models``; no arithmetic
+family, and a sort key. Pure selection over ``kvplan.catalog.lookup.list_models``; no arithmetic
 beyond the bytes per token the estimator gives each spec.
 """
 
@@ -75,7 +75,7 @@ def known_families() -> list[str]:
 
 def catalog_rows() -> list[CatalogRow]:
     """Every bundled model, sorted by name."""
-    from kvplan.importers.catalog import list_models
+    from kvplan.catalog.lookup import list_models
     from kvplan.model.estimator import bytes_per_token
 
     return [
