@@ -33,7 +33,7 @@ def main() -> int:
 
 def plans_per_second() -> tuple[int, float]:
     """A sweep of models x GPUs x contexts x TP sizes, planned in-process."""
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.planner import plan
 
     models = [

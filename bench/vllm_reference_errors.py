@@ -18,7 +18,7 @@ import yaml
 
 import kvplan
 from kvplan.engines import vllm
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.units import GiB, resolve_dtype
 
 MODELS = {

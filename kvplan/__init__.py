@@ -56,7 +56,7 @@ _LAZY: dict[str, str] = {
     "GPU": "kvplan.hardware.gpus",
     "UnknownGPUError": "kvplan.hardware.gpus",
     "custom_gpu": "kvplan.hardware.gpus",
-    "find_gpu": "kvplan.hardware.gpus",
+    "find_gpu": "kvplan.hardware.lookup",
     "list_gpus": "kvplan.hardware.gpus",
     "Architecture": "kvplan.importers",
     "Imported": "kvplan.importers",
@@ -155,7 +155,8 @@ if TYPE_CHECKING:
     from kvplan.gate.diffing import Diff, diff_files
     from kvplan.gate.schemas import json_schema
     from kvplan.hardware.costs import Price, list_prices
-    from kvplan.hardware.gpus import GPU, UnknownGPUError, custom_gpu, find_gpu, list_gpus
+    from kvplan.hardware.gpus import GPU, UnknownGPUError, custom_gpu, list_gpus
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.hardware.systems import System, UnknownSystemError, find_system, list_systems
     from kvplan.importers import Architecture, Imported, import_config, list_architectures
     from kvplan.logs.reconcile import Reconciliation, read_log, reconcile

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.errors import UnitError
 from kvplan.units import abbreviate, parse_bytes, parse_tokens
 
 if TYPE_CHECKING:
-    from kvplan.hardware.gpus import GPU
-    from kvplan.model.spec import ModelSpec
+    pass
 
 #: Parallel sizes beyond this are refused outright (no deployment has more GPUs in one model
 #: replica; it also bounds every per-rank loop).
@@ -31,28 +29,6 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
-    """A ModelSpec as given, or the one a name or path resolves to."""
-    from kvplan.model.spec import ModelSpec
-
-    if isinstance(model, ModelSpec):
-        return model
-    if isinstance(model, (str, Path)):
-        from kvplan.catalog.lookup import load_model
-
-        return load_model(model)
-    raise UnitError(f"model: expected a ModelSpec or a model name, got {_kind(model)}")
-
-
-def as_gpu(gpu: GPU | str) -> GPU:
-    """A GPU as given, or the catalog GPU a name resolves to."""
-    from kvplan.hardware.gpus import GPU, find_gpu
-
-    if isinstance(gpu, GPU):
-        return gpu
-    if isinstance(gpu, str):
-        return find_gpu(gpu)
-    raise UnitError(f"gpu: expected a GPU or a GPU name, got {_kind(gpu)}")
 
 
 def as_int(value: object, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -125,27 +101,3 @@ def _is_plain_decimal(text: str) -> bool:
     """``0.9``, ``1``, ``.5``: digits with at most one point, no sign, exponent, nan or inf."""
     digits = text.replace(".", "", 1)
     return bool(digits) and digits.isascii() and digits.isdigit()
-
-
-def tensor_parallel_valid(spec: ModelSpec, tp: int) -> bool:
-    """Whether the engines can shard ``spec`` over ``tp`` GPUs: query heads divide evenly, KV
-    heads divide evenly or are replicated (TP a multiple of them); MLA keeps one latent per
-    rank, so only the query heads count (vLLM ``verify_with_parallel_config``)."""
-    if spec.num_attention_heads % tp:
-        return False
-    kv = spec.kv_heads
-    return spec.kv_lora_rank is not None or kv % tp == 0 or tp % kv == 0
-
-
-def as_tensor_parallel_size(spec: ModelSpec, value: object) -> int:
-    """``value`` if it is a tensor-parallel size ``spec`` shards over, else UnitError naming
-    the valid sizes."""
-    tp = as_parallel(value, "tensor_parallel_size")
-    if not tensor_parallel_valid(spec, tp):
-        heads = spec.num_attention_heads
-        valid = ", ".join(str(t) for t in range(1, heads + 1) if tensor_parallel_valid(spec, t))
-        raise UnitError(
-            f"tensor_parallel_size {tp}: {spec.name} has {heads} attention heads and"
-            f" {spec.kv_heads} KV heads, which do not shard over {tp} GPUs; valid sizes: {valid}"
-        )
-    return tp

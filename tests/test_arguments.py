@@ -10,9 +10,10 @@ from fractions import Fraction
 import pytest
 
 import kvplan
-from kvplan.arguments import as_fraction, as_tensor_parallel_size, as_tokens
+from kvplan.arguments import as_fraction, as_tokens
 from kvplan.errors import KvplanError, ModelNotFoundError, UnitError
 from kvplan.hardware.gpus import UnknownGPUError
+from kvplan.model.stages import as_tensor_parallel_size
 
 
 def test_estimate_takes_names_and_token_strings() -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from kvplan.answers.performance import perf
 from kvplan.catalog.lookup import load_model
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,

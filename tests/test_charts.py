@@ -471,7 +471,7 @@ def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
     from kvplan.answers.curves import memory_curves
     from kvplan.catalog.lookup import load_model
     from kvplan.engines import vllm
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.planner import plan
     from kvplan.views.charts import memory_chart
 
@@ -497,7 +497,7 @@ def test_memory_chart_pool_is_the_engines_and_names_its_gpus() -> None:
 
 def test_throughput_chart_says_its_rates_are_the_tp_groups() -> None:
     from kvplan.answers.curves import ThroughputCurve
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.views.charts import throughput_chart
 
     gpu = find_gpu("h100")

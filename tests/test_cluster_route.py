@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from kvplan.catalog.lookup import load_model
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import custom_gpu, find_gpu
+from kvplan.hardware.gpus import custom_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.planner.cluster import ClusterPlan
 from kvplan.planner.cluster_route import is_cluster_question, plan_deployment
 from kvplan.planner.result import Plan

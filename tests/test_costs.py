@@ -15,7 +15,7 @@ from kvplan.hardware.costs import (
     price_for,
     usd_per_million_tokens,
 )
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 
 
 def test_bundled_prices_are_dated_and_sourced() -> None:

@@ -7,7 +7,7 @@ import pytest
 import kvplan
 from kvplan.engines import sglang, transformers, vllm
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.model.dtypes import cache_dtypes, served_dtype
 from kvplan.model.estimator import estimate
 from kvplan.planner import plan

@@ -20,7 +20,8 @@ from kvplan.engines.llamacpp_compute import gpu_compute_bytes, host_compute_byte
 from kvplan.engines.llamacpp_layout import layer_devices
 from kvplan.engines.llamacpp_plan import LlamaCppAsk, budget, plan
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import custom_gpu, find_gpu
+from kvplan.hardware.gpus import custom_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB
 

@@ -369,7 +369,7 @@ def test_swa_pool_split_hand_worked() -> None:
 def test_hybrid_swa_kv_cache_uses_the_split() -> None:
     import kvplan
     from kvplan.engines import sglang
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
 
     spec = kvplan.load_model("gemma-3-27b")
     result = sglang.kv_cache(spec, find_gpu("h200"), mem_fraction_static=0.85)

@@ -17,7 +17,7 @@ import pytest
 
 import kvplan
 from kvplan.engines import vllm
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.units import GiB, cdiv
 
 

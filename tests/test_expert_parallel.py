@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.catalog.lookup import load_model, specs_dir
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.importers import import_config, parameters_from_config
 from kvplan.importers.safetensors import count_parameters
 from kvplan.model.spec import ModelSpec, parse_spec

@@ -13,7 +13,6 @@ from kvplan.hardware.gpus import (
     GPU,
     UnknownGPUError,
     custom_gpu,
-    find_gpu,
     gpu_specs_dir,
     gpu_words,
     list_gpus,
@@ -21,6 +20,7 @@ from kvplan.hardware.gpus import (
     load_gpu_specs,
     normalize_gpu_name,
 )
+from kvplan.hardware.lookup import find_gpu
 from kvplan.units import GiB, format_bytes
 
 REQUIRED = [

@@ -14,7 +14,7 @@ import pytest
 from kvplan import estimate, load_model, parse_spec
 from kvplan.engines import sglang, trtllm, vllm
 from kvplan.errors import SpecError, UnitError
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.importers import import_config
 from kvplan.model.layers import AttentionAndState, RecurrentState, SharedKV
 

@@ -77,7 +77,7 @@ def test_installed_wheel_works_from_another_directory(wheel: Path, tmp_path: Pat
         f"print(c.specs_dir().is_relative_to({str(target)!r}));"
         f"print(h.gpu_specs_dir().is_relative_to({str(target)!r}));"
         "print(kvplan.estimate(kvplan.load_model('gemma-3-27b'), 131072).kv_cache_bytes);"
-        "print(h.find_gpu('h100').memory_bytes, len(h.list_gpus()))"
+        "print(h.catalog_gpu('h100').memory_bytes, len(h.list_gpus()))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     result = subprocess.run(

@@ -186,7 +186,7 @@ def test_kv_cache_memory_vllm_profile_without_num_parameters() -> None:
     """The same spec through vLLM's profile: 40 GiB / 2 MiB blocks = 20,480 blocks, printed by
     0.19 as 20,480 x 16 = 327,680 tokens; no parameter count is asked for."""
     from kvplan.engines import vllm
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
 
     spec = parse_spec(NO_WEIGHTS)
     config = vllm.VllmConfig(max_model_len=8192, kv_cache_memory_bytes=40 * 2**30)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import kvplan
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import custom_gpu, find_gpu
+from kvplan.hardware.gpus import custom_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.model.spec import parse_spec
 from kvplan.planner import Plan, plan, valid_tensor_parallel_sizes
 from kvplan.units import GiB

@@ -22,7 +22,7 @@ from kvplan.answers.plans import PLAN_ENGINES, answer
 from kvplan.answers.question import ENGINE_SETTINGS, FLAG_NAMES, Question
 from kvplan.cli import app
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 
 runner = CliRunner()
 MODEL = "llama-3.1-8b"

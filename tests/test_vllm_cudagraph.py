@@ -11,7 +11,7 @@ import pytest
 import kvplan
 from kvplan.engines import vllm
 from kvplan.engines.vllm_cudagraph import PER_GRAPH_BYTES, capture_sizes, cuda_graphs
-from kvplan.hardware.gpus import find_gpu
+from kvplan.hardware.lookup import find_gpu
 from kvplan.units import GiB, MiB
 
 LOGS = json.loads((Path(__file__).parent / "data" / "vllm_cudagraph_logs.json").read_text())

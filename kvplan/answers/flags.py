@@ -36,11 +36,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.answers.question import OVERRIDE_FLAGS, engine_refuses_length, parse_hf_overrides
-from kvplan.arguments import as_fraction, as_gpu, as_int, as_parallel, as_spec, as_tokens
+from kvplan.arguments import as_fraction, as_int, as_parallel, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import CacheDTypes, cache_dtypes
 from kvplan.model.spec import ModelSpec
 from kvplan.model.weights import QUANTIZATIONS, Weights, model_weights, quantization_names

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import GPU, find_gpu
+from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import find_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.spec import ModelSpec
 from kvplan.speed.roofline import (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from kvplan.errors import UnitError
 from kvplan.files import bundled_dir, is_file, path_exists
 from kvplan.model.spec import ModelSpec, load_spec
 from kvplan.validation import read_yaml
@@ -122,3 +123,12 @@ def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:
             update={"weight_dtype": reading.weight_dtype, "num_quantized_parameters": None}
         )
     return spec.with_provenance(*reading.provenance, resolved_from=text)
+
+
+def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
+    """A ModelSpec as given, or the one a name or path resolves to."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, (str, Path)):
+        return load_model(model)
+    raise UnitError(f"model: expected a ModelSpec or a model name, got {type(model).__name__}")

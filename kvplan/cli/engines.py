@@ -131,7 +131,7 @@ def flags(
     from kvplan.answers.flags import recommend
     from kvplan.catalog.lookup import load_model
     from kvplan.errors import UnitError
-    from kvplan.hardware.gpus import find_gpu
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.units import parse_tokens
     from kvplan.views import engines as views
 

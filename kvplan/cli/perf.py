@@ -110,7 +110,7 @@ def perf(
     def run() -> None:
         from kvplan.answers.curves import perf_report
         from kvplan.catalog.lookup import load_model
-        from kvplan.hardware.gpus import find_gpu
+        from kvplan.hardware.lookup import find_gpu
         from kvplan.views import perf as views
 
         spec = load_model(model)
@@ -164,7 +164,7 @@ def compare(
 
     def run() -> None:
         from kvplan.answers.performance import compare as compare_models
-        from kvplan.hardware.gpus import find_gpu
+        from kvplan.hardware.lookup import find_gpu
         from kvplan.views import perf as views
 
         tokens = tokens_option("--context", context)
@@ -261,7 +261,7 @@ def chart(
     def run() -> None:
         from kvplan.answers.curves import memory_curves, throughput_curves
         from kvplan.catalog.lookup import load_model
-        from kvplan.hardware.gpus import find_gpu
+        from kvplan.hardware.lookup import find_gpu
         from kvplan.progress import progress
         from kvplan.views import charts as views
 

@@ -200,7 +200,8 @@ PageSizeOpt = Annotated[
 def _device(gpu: str | None, gpu_memory: str | None) -> "GPU":
     """The device ``--gpu`` and ``--gpu-memory`` describe."""
     from kvplan.errors import UnitError
-    from kvplan.hardware.gpus import custom_gpu, find_gpu
+    from kvplan.hardware.gpus import custom_gpu
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.units import parse_bytes
 
     device = find_gpu(gpu) if gpu is not None else None
@@ -213,7 +214,7 @@ def _device(gpu: str | None, gpu_memory: str | None) -> "GPU":
 
 def _tensor_parallel_size(spec: "ModelSpec", tp: int | None) -> int | None:
     """``-tp``, checked against the model's heads."""
-    from kvplan.arguments import as_tensor_parallel_size
+    from kvplan.model.stages import as_tensor_parallel_size
 
     if tp is not None:
         option("-tp", lambda text: as_tensor_parallel_size(spec, int(text)), str(tp))

@@ -46,7 +46,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.arguments import as_int, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.model.layers import (

@@ -39,14 +39,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvplan.arguments import as_parallel, as_tensor_parallel_size
+from kvplan.arguments import as_parallel
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
 from kvplan.model.spec import ModelSpec
-from kvplan.model.stages import walk_stages
+from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import model_weights, pipeline_partition
 from kvplan.units import DType, GiB, MiB
 

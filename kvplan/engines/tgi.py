@@ -27,10 +27,12 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-from kvplan.arguments import as_bytes, as_fraction, as_gpu, as_int, as_parallel, as_spec
+from kvplan.arguments import as_bytes, as_fraction, as_int, as_parallel
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, MLALatent, NoCache, RecurrentState
 from kvplan.model.spec import ModelSpec

@@ -35,7 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.arguments import as_int, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.model.dtypes import served_dtype

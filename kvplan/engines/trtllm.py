@@ -39,14 +39,13 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from kvplan.arguments import as_tensor_parallel_size
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
 from kvplan.model.spec import ModelSpec
-from kvplan.model.stages import walk_stages
+from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import model_weights
 from kvplan.units import DType, GiB
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.arguments import as_fraction, as_parallel, as_tensor_parallel_size
+from kvplan.arguments import as_fraction, as_parallel
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
@@ -66,7 +66,7 @@ from kvplan.hardware.gpus import GPU
 from kvplan.model.dtypes import cache_dtypes, served_dtype
 from kvplan.model.layers import RecurrentState
 from kvplan.model.spec import ModelSpec
-from kvplan.model.stages import walk_stages
+from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import pipeline_partition, weights_for_pool
 from kvplan.units import FLOAT_DTYPES, GiB, MiB, fraction_of, resolve_dtype
 

@@ -349,7 +349,8 @@ def _question(d: Deployment, length: int | None, concurrency: int | None) -> Que
 
 
 def _device(d: Deployment) -> Any:
-    from kvplan.hardware.gpus import custom_gpu, find_gpu
+    from kvplan.hardware.gpus import custom_gpu
+    from kvplan.hardware.lookup import find_gpu
 
     if d.gpu is None and d.gpu_memory is None:
         raise SpecError(d.name, ["gpu: give a catalog GPU or gpu_memory"])

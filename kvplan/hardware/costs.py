@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import UnitError
-from kvplan.hardware.gpus import GPU, find_gpu, gpu_specs_dir
+from kvplan.hardware.gpus import GPU, catalog_gpu, gpu_specs_dir
 
 _DOCS = "docs/hardware.md"
 
@@ -123,7 +123,7 @@ def _gpu_name(name: str, where: str) -> str:
     from kvplan.hardware.gpus import UnknownGPUError
 
     try:
-        return find_gpu(name).name
+        return catalog_gpu(name).name
     except UnknownGPUError as e:
         raise UnitError(f"{where}: {e}") from None
 

@@ -4,11 +4,23 @@ Imported only inside the loaders' model builders, on first use: it imports pydan
 ``kvplan --help`` must not.
 """
 
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, StrictInt
 
-from kvplan.hardware.gpus import check_label
+_LABEL = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
+
+
+def check_label(value: str) -> str:
+    """A name typed after ``--gpu``: lower case, as the lookups compare them."""
+    if not _LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value[:70]!r}: use 1 to 64 lower-case letters, digits, '.', '+' or '-',"
+            " starting with a letter or digit"
+        )
+    return value
+
 
 #: a name typed after ``--gpu`` or ``--system``: lower case, as the lookups compare them
 Label = Annotated[str, AfterValidator(check_label)]

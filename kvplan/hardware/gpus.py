@@ -123,17 +123,12 @@ def normalize_gpu_name(name: str) -> str:
     return "-".join(words)
 
 
-def find_gpu(name: str) -> GPU:
+def catalog_gpu(name: str) -> GPU:
     """A catalog GPU by name, alias or the product name its driver prints (``NVIDIA H100 80GB
     HBM3``, ``Tesla T4``, ``AMD Instinct MI300X``), compared as ``normalize_gpu_name`` keys.
-
-    ``local`` is the GPU of this machine (kvplan.hardware.local: runs nvidia-smi or rocm-smi).
-    Raises UnknownGPUError with the nearest names for any other name."""
+    Raises UnknownGPUError with the nearest names. ``--gpu local`` is not a catalog name:
+    ``kvplan.hardware.lookup.find_gpu`` takes it too."""
     key = normalize_gpu_name(name)
-    if key == LOCAL:
-        from kvplan.hardware.local import local_gpus
-
-        return local_gpus().gpu
     known = _catalog()[1]
     if key in known:
         return known[key]
@@ -326,19 +321,6 @@ def _to_gpu(entry: dict[str, Any]) -> GPU:
         driver_names=tuple(entry.get("driver_names", {})),
         fp4_flops=entry.get("fp4_flops"),
     )
-
-
-_LABEL = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}")
-
-
-def check_label(value: str) -> str:
-    """A name typed after ``--gpu``: lower case, as ``find_gpu`` compares them."""
-    if not _LABEL.fullmatch(value):
-        raise ValueError(
-            f"{value[:70]!r}: use 1 to 64 lower-case letters, digits, '.', '+' or '-',"
-            " starting with a letter or digit"
-        )
-    return value
 
 
 def _check_sources(sources: dict[str, str], figures: dict[str, Any]) -> dict[str, str]:

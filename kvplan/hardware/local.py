@@ -21,11 +21,9 @@ from functools import cache
 from kvplan.errors import LocalGPUError
 from kvplan.hardware.gpus import (
     GPU,
-    LOCAL,
     UnknownGPUError,
+    catalog_gpu,
     custom_gpu,
-    find_gpu,
-    normalize_gpu_name,
 )
 
 MiB = 2**20
@@ -222,9 +220,7 @@ def _plan_gpu(tool: str, device: LocalGPU) -> tuple[GPU, str]:
     """The GPU to plan for ``device`` and what to add to the summary about its memory."""
     seen = f"{tool}: {device.name}, {device.memory_total_bytes:,} B"
     try:
-        if normalize_gpu_name(device.name) == LOCAL:  # would look itself up again
-            raise UnknownGPUError(device.name, [])
-        entry = find_gpu(device.name)
+        entry = catalog_gpu(device.name)
     except UnknownGPUError:
         gpu = custom_gpu(device.memory_total_bytes)
         shown = f"{device.name} (local, not in the catalog)"

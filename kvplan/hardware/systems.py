@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, SpecError, closest
-from kvplan.hardware.gpus import GPU, find_gpu, gpu_specs_dir, normalize_gpu_name
+from kvplan.hardware.gpus import GPU, catalog_gpu, gpu_specs_dir, normalize_gpu_name
 
 _DOCS = "docs/hardware.md"
 #: What each key of a system's ``sources`` cites.
@@ -164,7 +164,7 @@ def load_system_file(path: str | Path) -> tuple[System, ...]:
     systems = []
     for i, e in enumerate(checked.systems):
         try:
-            gpu = find_gpu(e.gpu)
+            gpu = catalog_gpu(e.gpu)
         except UnknownGPUError as error:
             loc = ("systems", i, "gpu")
             raise SpecError(

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvplan.arguments import as_spec
-from kvplan.catalog.lookup import load_model
+from kvplan.catalog.lookup import as_spec, load_model
 from kvplan.errors import (
     ModelNotFoundError,
     SpecError,

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from kvplan.arguments import as_gpu
 from kvplan.errors import (
     SpecError,
     UnknownEngineError,
 )
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, abbreviate

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.arguments import as_int, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.model import dtypes as _dtypes
 from kvplan.model.layers import LayerCache, LayerTerm
 from kvplan.model.spec import ModelSpec

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kvplan.arguments import as_parallel
 from kvplan.errors import UnitError
 from kvplan.model.layers import LayerCache
 from kvplan.model.spec import ModelSpec
@@ -104,3 +105,27 @@ def _grouped(layers: Sequence[LayerCache]) -> tuple[tuple[LayerCache, int], ...]
     for layer in layers:
         counts[layer] = counts.get(layer, 0) + 1
     return tuple(counts.items())
+
+
+def tensor_parallel_valid(spec: ModelSpec, tp: int) -> bool:
+    """Whether the engines can shard ``spec`` over ``tp`` GPUs: query heads divide evenly, KV
+    heads divide evenly or are replicated (TP a multiple of them); MLA keeps one latent per
+    rank, so only the query heads count (vLLM ``verify_with_parallel_config``)."""
+    if spec.num_attention_heads % tp:
+        return False
+    kv = spec.kv_heads
+    return spec.kv_lora_rank is not None or kv % tp == 0 or tp % kv == 0
+
+
+def as_tensor_parallel_size(spec: ModelSpec, value: object) -> int:
+    """``value`` if it is a tensor-parallel size ``spec`` shards over, else UnitError naming
+    the valid sizes."""
+    tp = as_parallel(value, "tensor_parallel_size")
+    if not tensor_parallel_valid(spec, tp):
+        heads = spec.num_attention_heads
+        valid = ", ".join(str(t) for t in range(1, heads + 1) if tensor_parallel_valid(spec, t))
+        raise UnitError(
+            f"tensor_parallel_size {tp}: {spec.name} has {heads} attention heads and"
+            f" {spec.kv_heads} KV heads, which do not shard over {tp} GPUs; valid sizes: {valid}"
+        )
+    return tp

@@ -7,18 +7,13 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvplan.arguments import (
-    as_bytes,
-    as_gpu,
-    as_int,
-    as_parallel,
-    as_spec,
-    as_tensor_parallel_size,
-    as_tokens,
-)
+from kvplan.arguments import as_bytes, as_int, as_parallel, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import as_tensor_parallel_size
 from kvplan.planner.deployment import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,

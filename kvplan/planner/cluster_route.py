@@ -102,7 +102,8 @@ def _several(gpu: GpuArg) -> bool:
 
 def _catalog_system_gpu(gpu: GpuArg) -> bool:
     """A catalog GPU, its memory as catalogued, that a catalog system is built of."""
-    from kvplan.hardware.gpus import UnknownGPUError, find_gpu
+    from kvplan.hardware.gpus import UnknownGPUError
+    from kvplan.hardware.lookup import find_gpu
     from kvplan.hardware.systems import system_for_gpu
 
     if gpu is None or not isinstance(gpu, GPU | str):

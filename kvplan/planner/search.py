@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.arguments import tensor_parallel_valid
 from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import tensor_parallel_valid
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.result import Plan
 from kvplan.planner.solve import solve

@@ -40,7 +40,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.arguments import as_int, as_spec, as_tokens
+from kvplan.arguments import as_int, as_tokens
+from kvplan.catalog.lookup import as_spec
 from kvplan.errors import KvplanError, ProbeUnavailableError, UnitError
 from kvplan.model.layers import (
     AttentionAndState,
