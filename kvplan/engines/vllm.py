@@ -35,6 +35,7 @@ from fractions import Fraction
 
 from kvplan.arguments import as_fraction, as_parallel
 from kvplan.engines.base import EngineResult
+from kvplan.engines.vllm_config import VllmConfig as VllmConfig
 from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
 from kvplan.engines.vllm_layout import (  # re-exported: callers read them from here
@@ -69,32 +70,6 @@ from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import pipeline_partition, weights_for_pool
 from kvplan.units import FLOAT_DTYPES, GiB, MiB, fraction_of, resolve_dtype
-
-
-@dataclass(frozen=True, slots=True)
-class VllmConfig:
-    """The vLLM flags that size the KV cache, with vLLM's defaults (H100-class, online serving)."""
-
-    max_model_len: int
-    gpu_memory_utilization: Fraction = Fraction(9, 10)
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 1024
-    block_size: int = 16
-    kv_cache_dtype: str | None = None
-    kv_cache_memory_bytes: int | None = None
-    mamba_ssm_cache_dtype: str | None = None
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    dtype: str | None = None
-    quantization: str | None = None
-    version: str = DEFAULT_VERSION
-    # vLLM's own cache flags; None: the line's default (kvplan.engines.vllm_flags)
-    enable_prefix_caching: bool | None = None
-    async_scheduling: bool | None = None
-    mamba_cache_mode: str | None = None
-    num_gpu_blocks_override: int | None = None
-    # no CUDA graphs: nothing captured, nothing subtracted (--enforce-eager)
-    enforce_eager: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ from kvplan.engines.vllm_versions import VERSIONS
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
-    from kvplan.engines.vllm import VllmConfig
+    from kvplan.engines.vllm_config import VllmConfig
     from kvplan.model.spec import ModelSpec
 
 #: the lines that model each flag

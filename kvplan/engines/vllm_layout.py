@@ -29,7 +29,7 @@ from kvplan.model.layers import (
 from kvplan.units import DType, cdiv, resolve_dtype
 
 if TYPE_CHECKING:
-    from kvplan.engines.vllm import VllmConfig
+    from kvplan.engines.vllm_config import VllmConfig
 
 
 @dataclass(frozen=True, slots=True)

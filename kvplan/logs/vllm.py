@@ -19,7 +19,8 @@ from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, abbreviate
 
 if TYPE_CHECKING:
-    from kvplan.engines.vllm import VllmConfig, VllmResult
+    from kvplan.engines.vllm import VllmResult
+    from kvplan.engines.vllm_config import VllmConfig
     from kvplan.hardware.gpus import GPU
 
 #: Largest parallel size, block size, sequence or step count taken from a log.

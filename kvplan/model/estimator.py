@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kvplan.arguments import as_int, as_tokens
-from kvplan.catalog.lookup import as_spec
 from kvplan.model import dtypes as _dtypes
 from kvplan.model.layers import LayerCache, LayerTerm
 from kvplan.model.spec import ModelSpec
@@ -120,6 +119,9 @@ def estimate(
     ``-ctk``/``-ctv`` do. Raises UnitError for a bad argument.
     """
     if not isinstance(spec, ModelSpec):
+        # A name, for a library caller: the catalog, above this module, reads it.
+        from kvplan.catalog.lookup import as_spec
+
         spec = as_spec(spec)
     if type(context_tokens) is not int or context_tokens < 0:
         context_tokens = as_tokens(context_tokens, "context_tokens")

@@ -23,17 +23,12 @@ from kvplan.planner.deployment import (
 )
 from kvplan.planner.mix import length_mix, mix_lengths
 from kvplan.planner.result import Plan
-from kvplan.planner.search import smallest_deployment
+from kvplan.planner.search import DEFAULT_OBJECTIVE, DEFAULT_TOP, smallest_deployment
 from kvplan.planner.solve import solve
 
 if TYPE_CHECKING:
     from kvplan.hardware.systems import System
     from kvplan.planner.cluster import ClusterPlan
-
-#: plan_cluster's defaults (kvplan.planner.cluster reads them too): the fewest GPUs, five shown.
-DEFAULT_OBJECTIVE = "gpus"
-DEFAULT_TOP = 5
-
 
 def plan(
     spec: ModelSpec | str,

@@ -37,10 +37,15 @@ from fractions import Fraction
 from kvplan.errors import UnitError
 from kvplan.hardware.costs import Price, price_for, usd_per_million_tokens
 from kvplan.hardware.systems import System
-from kvplan.planner.api import DEFAULT_OBJECTIVE, DEFAULT_TOP
 from kvplan.planner.deployment import Deployment
 from kvplan.planner.result import Plan
-from kvplan.planner.search import MAX_SEARCH_PP, MAX_SEARCH_TP, valid_tensor_parallel_sizes
+from kvplan.planner.search import (
+    DEFAULT_OBJECTIVE,
+    DEFAULT_TOP,
+    MAX_SEARCH_PP,
+    MAX_SEARCH_TP,
+    valid_tensor_parallel_sizes,
+)
 from kvplan.planner.solve import solve
 from kvplan.planner.throughput import StepTime, decode_round
 from kvplan.units import format_count, format_tokens

@@ -151,7 +151,8 @@ def plan_deployment(
     settings both share; its parallel sizes, pool and length mix are not used (as on the
     command line). Raises UnitError when a cluster question lacks ``max_model_len`` or
     ``concurrency``, and what ``plan`` / ``plan_cluster`` raise."""
-    from kvplan.planner.api import DEFAULT_OBJECTIVE, DEFAULT_TOP, plan, plan_cluster
+    from kvplan.planner.api import plan, plan_cluster
+    from kvplan.planner.search import DEFAULT_OBJECTIVE, DEFAULT_TOP
 
     asked: dict[str, Any] = {
         "max_model_len": max_model_len,

@@ -14,6 +14,9 @@ from kvplan.units import format_tokens
 # The largest tensor-parallel size tried when searching for the smallest deployment: one node.
 MAX_SEARCH_TP = 8
 MAX_SEARCH_PP = 16
+#: A cluster search's defaults (plan_cluster, search_cluster): the fewest GPUs, five shown.
+DEFAULT_OBJECTIVE = "gpus"
+DEFAULT_TOP = 5
 
 
 def valid_tensor_parallel_sizes(spec: ModelSpec, limit: int = MAX_SEARCH_TP) -> list[int]:

@@ -127,8 +127,12 @@ def decode_round(
     """The decode round of one replica of ``p`` holding ``batch_size`` requests at
     ``context_tokens`` each (the estimate at the default achieved fractions), communication
     added. FLOPs run at the peak the weights allow (``kvplan.speed.roofline.matmul_peak``)."""
-    from kvplan.answers.performance import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
-    from kvplan.speed.roofline import decode_step, rank_model
+    from kvplan.speed.roofline import (
+        DEFAULT_BANDWIDTH_EFFICIENCY,
+        DEFAULT_COMPUTE_EFFICIENCY,
+        decode_step,
+        rank_model,
+    )
 
     tp, pp, ep = p.tensor_parallel_size, p.pipeline_parallel_size, p.expert_parallel_size
     m = rank_model(spec, tp, kv_cache_dtype, dtype, quantization)
