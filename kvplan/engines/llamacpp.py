@@ -24,8 +24,7 @@ b7832       MLA keeps no V cache ("V-less", #19067; llama-kv-cache.cpp)
 b8633-8643  SWA cache forced to f16 (#21277), reverted at b8644 (#21332)
 ==========  ================================================================================
 
-Builds before b4881 are not modelled. ``build=None`` means the newest rules above (read on
-master of August 2026).
+Builds before b4881 are not modelled; ``build=None``: the newest rules (master, August 2026).
 
 ik_llama.cpp (versions are its own commit counts, ``version: 3732 (9e567e38)``) keeps the
 pre-2025 mainline rules in ``src/llama.cpp`` (``llama_kv_cache_init``): cells padded to 256
