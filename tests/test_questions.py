@@ -367,3 +367,55 @@ def test_perf_refuses_an_engine_it_has_no_speed_model_for(engine: str) -> None:
     result = runner.invoke(app, ["perf", MODEL, "--gpu", GPU, "-c", "32K", "-e", engine])
     assert result.exit_code == 2
     assert "not modelled for speed; allowed: ideal, vllm" in result.stderr
+
+
+# --- calc: -c is one sequence's tokens with every engine -----------------------------------------
+
+
+def _calc(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["calc", MODEL, *args, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+@pytest.mark.parametrize("engine", ["ideal", "llama.cpp", "ik_llama.cpp", "transformers"])
+def test_calc_sizes_n_sequences_of_c_tokens_with_every_engine(engine: str) -> None:
+    # Llama 3.1 8B, 16-bit K and V: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B a token;
+    # 4 sequences of 32,768 tokens are 131,072 tokens, 17,179,869,184 B. llama.cpp pads cells
+    # to 256 and each stream holds 32,768 of them: nothing to round, the same bytes.
+    doc = _calc("-c", "32K", "-n", "4", "--engine", engine)
+    assert doc["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 2 * 4 * 32768 == 17_179_869_184
+    assert (doc["context_tokens"], doc["batch_size"]) == (32768, 4)
+    if engine in ("llama.cpp", "ik_llama.cpp"):
+        assert doc["n_ctx"] == 131072  # what llama-server's -c is for it
+
+
+def test_calc_llamacpp_headline_prints_llama_servers_own_flags() -> None:
+    result = runner.invoke(app, ["calc", MODEL, "-c", "32K", "-n", "4", "--engine", "llama.cpp"])
+    assert "4 sequences of 32,768 tokens (-c 131072 -np 4)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("engine", "flags", "named"),
+    [
+        ("ideal", ["-ub", "1024"], "-ub"),
+        ("ideal", ["--swa-full"], "--swa-full"),
+        ("ideal", ["-fa", "off"], "-fa"),
+        ("ideal", ["--engine-version", "b5000"], "--engine-version"),
+        ("ideal", ["--cache-implementation", "static"], "--cache-implementation"),
+        ("transformers", ["--swa-full"], "--swa-full"),
+        ("transformers", ["-ctk", "q8_0"], "-ctk"),
+        ("transformers", ["--explain"], "--explain"),
+        ("llama.cpp", ["--cache-implementation", "static"], "--cache-implementation"),
+        ("llama.cpp", ["--explain"], "--explain"),
+        ("ik_llama.cpp", ["--kv-unified"], "--kv-unified"),
+    ],
+)
+def test_calc_refuses_a_flag_its_engine_does_not_read(
+    engine: str, flags: list[str], named: str
+) -> None:
+    result = runner.invoke(app, ["calc", MODEL, "-c", "8K", "--engine", engine, *flags])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kvplan: error: {named}: not read by calc --engine {engine}")
+    assert result.stderr.count("\n") == 1

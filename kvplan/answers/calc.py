@@ -21,6 +21,39 @@ if TYPE_CHECKING:
 #: the engines ``calculate`` models
 CALC_ENGINES = ("ideal", "llama.cpp", "ik_llama.cpp", "transformers")
 
+#: What each engine reads of ``kvplan calc``'s settings, by the flag that gives it; a setting
+#: given to an engine that does not read it is refused (``refuse_unread``), never dropped.
+_EVERY = ("-c", "-np", "--kv-cache-dtype")
+_LLAMA = (*_EVERY, "-ctk", "-ctv", "--engine-version", "-ub", "-b", "--swa-full", "-fa")
+CALC_READS: dict[str, frozenset[str]] = {
+    "ideal": frozenset((*_EVERY, "-ctk", "-ctv", "--explain")),
+    "llama.cpp": frozenset((*_LLAMA, "--kv-unified", "--mmap")),
+    "ik_llama.cpp": frozenset(_LLAMA),
+    "transformers": frozenset((*_EVERY, "--engine-version", "--cache-implementation")),
+}
+
+
+def refuse_unread(engine: str, given: tuple[str, ...]) -> None:
+    """Raise UnitError naming the first flag of ``given`` that ``engine`` does not read, and
+    the engines that do."""
+    read = CALC_READS.get(engine)
+    if read is None:
+        return  # calculate names the modelled engines
+    for flag in given:
+        if flag not in read:
+            readers = [e for e, flags in CALC_READS.items() if flag in flags]
+            raise UnitError(
+                f"{flag}: not read by calc --engine {engine}; it applies with --engine"
+                f" {', '.join(readers)}"
+            )
+
+
+def llamacpp_n_ctx(request: CalcRequest) -> int:
+    """llama.cpp's ``-c`` for ``request``: the cells of all its sequences. kvplan's ``-c`` is
+    one sequence's tokens in every command, so 4 sequences of 32,768 are ``-c 131072 -np 4``
+    (each stream gets ``n_ctx / n_seq_max`` cells, llama-context.cpp)."""
+    return request.context_tokens * request.batch_size
+
 
 def context_tokens(spec: ModelSpec, given: int | None) -> int:
     """``given``, or the model's ``max_position_embeddings`` (a UnitError when it has none)."""
@@ -33,7 +66,9 @@ def context_tokens(spec: ModelSpec, given: int | None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class CalcRequest:
-    """What ``kvplan calc`` asks; each engine reads the fields it has (None dtypes: auto)."""
+    """What ``kvplan calc`` asks: ``context_tokens`` for each of ``batch_size`` sequences
+    (None dtypes: auto). The CLI refuses a setting the engine does not read
+    (``CALC_READS``)."""
 
     context_tokens: int
     batch_size: int = 1
@@ -96,7 +131,7 @@ def calculate(spec: ModelSpec, engine: str, request: CalcRequest) -> Calculation
         check_cache_types(type_k, type_v, flash_attn=r.flash_attn)
     result = llamacpp.kv_cache(
         spec,
-        n_ctx=r.context_tokens,
+        n_ctx=llamacpp_n_ctx(r),
         n_seq_max=r.batch_size,
         n_ubatch=r.ubatch_size,
         cache_type_k=type_k,

@@ -5,7 +5,15 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.common import auto_none, command, dtype_option, emit, guard, option
+from kvplan.cli.common import (
+    auto_none,
+    command,
+    dtype_option,
+    emit,
+    given_options,
+    guard,
+    option,
+)
 from kvplan.cli.llamacpp_options import (
     CacheTypeKOpt,
     CacheTypeVOpt,
@@ -52,8 +60,29 @@ CacheImplementationOpt = Annotated[
 ]
 
 
+#: calc's parameters as the flag that names them in a refusal (answers.calc.CALC_READS)
+_FLAGS = {
+    "context": "-c",
+    "batch": "-np",
+    "kv_dtype": "--kv-cache-dtype",
+    "k_dtype": "-ctk",
+    "v_dtype": "-ctv",
+    "explain": "--explain",
+    "engine_version": "--engine-version",
+    "ubatch_size": "-ub",
+    "batch_size": "-b",
+    "swa_full": "--swa-full",
+    "flash_attn": "-fa",
+    "no_flash_attn": "-fa",
+    "kv_unified": "--kv-unified",
+    "cache_implementation": "--cache-implementation",
+    "mmap": "--mmap",
+}
+
+
 @command("calc")
 def calc(
+    ctx: typer.Context,
     model: ModelArg,
     context: OptionalMaxModelLenOpt = None,
     batch: SequencesOpt = 1,
@@ -75,12 +104,14 @@ def calc(
 ) -> None:
     """KV-cache bytes for a context and batch: total, per token, by layer kind and K/V.
 
-    Without -c, the context is the model's trained length (max_position_embeddings). The
-    llama.cpp flags mean what they mean to llama-server: -c the cells of all sequences, -np
+    Without -c, the context is the model's trained length (max_position_embeddings). -c is
+    one sequence's tokens with every engine: llama-server's -c, the cells of all sequences,
+    is -c times -np (printed). The llama.cpp flags mean what they mean to llama-server: -np
     the sequences, -b the logical batch in tokens (the sequences were -b before; --batch
-    keeps that meaning).
+    keeps that meaning). A flag the engine does not read is refused, naming the engines that
+    read it.
     """
-    from kvplan.answers.calc import CalcRequest, calculate, context_tokens
+    from kvplan.answers.calc import CalcRequest, calculate, context_tokens, refuse_unread
     from kvplan.catalog.lookup import load_model
     from kvplan.errors import UnitError
     from kvplan.units import parse_tokens
@@ -105,6 +136,11 @@ def calc(
                 " --engine llama.cpp or ik_llama.cpp; for concurrent sequences use --batch N"
                 " (or -np N)"
             )
+        asked = given_options(ctx)
+        refuse_unread(engine, tuple(dict.fromkeys(_FLAGS[n] for n in _FLAGS if n in asked)))
+        gguf = model if model.lower().endswith(".gguf") else None
+        if "mmap" in asked and gguf is None:
+            raise UnitError("--mmap/--no-mmap: read with a .gguf file, whose CPU buffers it sets")
         # llama.cpp takes the physical batch at most the logical one: min(-ub, -b)
         ubatch = min(ubatch_size, batch_size) if batch_size is not None else ubatch_size
         request = CalcRequest(
@@ -119,7 +155,7 @@ def calc(
             kv_unified=kv_unified,
             cache_implementation=cache_implementation,
             version=engine_version,
-            gguf_path=model if model.lower().endswith(".gguf") else None,
+            gguf_path=gguf,
             use_mmap=mmap,
         )
         answer = calculate(spec, engine, request)

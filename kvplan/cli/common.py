@@ -377,3 +377,9 @@ def main(
     """How much GPU memory does the KV cache take, and what fits?"""
     if quiet:
         set_quiet(True)
+
+
+def given_options(ctx: typer.Context) -> frozenset[str]:
+    """The parameters of the running command that the user gave (not their defaults)."""
+    sources = ((name, ctx.get_parameter_source(name)) for name in ctx.params)
+    return frozenset(name for name, source in sources if source and source.name != "DEFAULT")

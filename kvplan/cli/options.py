@@ -140,9 +140,8 @@ _MAX_MODEL_LEN = typer.Option(
     "--context",
     "-c",
     help="Tokens per sequence, prompt and output (vLLM's --max-model-len): 32768, 32k"
-    " (=32,000) or 32K (=32,768). calc --engine llama.cpp/ik_llama.cpp: their -c, the cells"
-    " of all -np sequences; plan and flags: each request's tokens, so llama-server's -c is"
-    " it times -np.",
+    " (=32,000) or 32K (=32,768). The same with every engine: with llama.cpp, llama-server's"
+    " -c (the cells of all sequences) is this times -np.",
     show_default=False,
 )
 MaxModelLenOpt = Annotated[str, _MAX_MODEL_LEN]

@@ -24,6 +24,7 @@ from kvplan.cli.common import (
     check_failed_unless,
     command,
     emit,
+    given_options,
     guard,
     option,
 )
@@ -306,12 +307,6 @@ def plan_command(
     args = dict(locals())
     args["_given"] = given_options(args.pop("ctx"))
     guard(lambda: _plan(args))
-
-
-def given_options(ctx: typer.Context) -> frozenset[str]:
-    """The parameters of the running command that the user gave (not their defaults)."""
-    sources = ((name, ctx.get_parameter_source(name)) for name in ctx.params)
-    return frozenset(name for name, source in sources if source and source.name != "DEFAULT")
 
 
 def _tokens(name: str, text: str | None) -> int | None:

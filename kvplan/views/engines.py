@@ -169,11 +169,12 @@ def _engine_log(result: EngineResult) -> dict[str, Any]:
 def engine_result_view(doc: dict[str, Any]) -> list[RenderableType]:
     """The ``kvplan calc --engine NAME`` view: what the engine allocates and prints."""
     prints = doc["engine"] in ("llama.cpp", "ik_llama.cpp")
-    context = "n_ctx" if prints else "context"
+    n = doc["batch_size"]
+    asked = f"{n} sequence{'s' if n != 1 else ''} of {format_tokens(doc['context_tokens'])} tokens"
+    if "n_ctx" in doc:
+        asked += f" (-c {doc['n_ctx']} -np {n})"
     return [
-        f"[bold]{doc['model']}[/bold] on {doc['engine']} {doc['engine_version']}:"
-        f" {context} {format_tokens(doc['context_tokens'])}, {doc['batch_size']} sequence"
-        f"{'s' if doc['batch_size'] != 1 else ''}",
+        f"[bold]{doc['model']}[/bold] on {doc['engine']} {doc['engine_version']}: {asked}",
         f"KV cache: [bold]{format_bytes(doc['kv_cache_bytes'])}[/bold]"
         f" ({doc['kv_cache_bytes']:,} bytes)",
         f"what {doc['engine']} prints:" if prints else "the cache:",

@@ -305,6 +305,10 @@ def calc_to_dict(
     doc = engine_result_to_dict(
         answer, spec, context_tokens=request.context_tokens, batch_size=request.batch_size
     )
+    if answer.engine in ("llama.cpp", "ik_llama.cpp"):
+        from kvplan.answers.calc import llamacpp_n_ctx
+
+        doc["n_ctx"] = llamacpp_n_ctx(request)  # llama-server's -c: the cells of all -np
     return {**doc, **resolution_to_dict(spec)}
 
 
