@@ -419,3 +419,46 @@ def test_calc_refuses_a_flag_its_engine_does_not_read(
     assert result.exit_code == 2
     assert result.stderr.startswith(f"kvplan: error: {named}: not read by calc --engine {engine}")
     assert result.stderr.count("\n") == 1
+
+
+# --- vLLM's batch defaults follow the GPU, as EngineArgs.get_batch_defaults sets them -----------
+
+
+@pytest.mark.parametrize(
+    ("gpu", "expected"),
+    [
+        pytest.param("h100", (1024, 8192), id="h100: 79.19 GiB >= 70 GiB, not an A100"),
+        pytest.param("mi300x", (1024, 8192), id="mi300x: 191.98 GiB"),
+        pytest.param("a100-80gb", (256, 2048), id="a100-80gb: 79.15 GiB but named A100"),
+        pytest.param("l40s", (256, 2048), id="l40s: 44.52 GiB < 70 GiB"),
+        pytest.param("rtx4090", (256, 2048), id="rtx4090: 23.99 GiB"),
+    ],
+)
+def test_vllm_batch_defaults_follow_the_gpu(gpu: str, expected: tuple[int, int]) -> None:
+    from kvplan.engines.vllm_config import batch_defaults
+
+    assert batch_defaults(find_gpu(gpu)) == expected
+
+
+def test_the_most_requests_vllm_runs_is_its_max_num_seqs_when_the_pool_holds_more() -> None:
+    # Llama 3.2 1B on an L40S, requests of 1,024 tokens (64 blocks of 16): the pool holds
+    # more than the 256 sequences vLLM schedules on a GPU under 70 GiB.
+    spec, gpu = load_model("llama-3.2-1b"), find_gpu("l40s")
+    found = answer(spec, gpu, Question(engine="vllm", max_model_len=1024))
+    pool = found.result.result
+    assert pool.blocks_per_request == 1024 // 16
+    assert pool.num_gpu_blocks // 64 > 256
+    assert found.verdict.max_concurrency == 256
+    assert "vLLM runs at most --max-num-seqs 256" in found.verdict.limit
+    # its peak activation: 2,048 batched tokens x 2 x 8,192 (MLP width) x 2 B, plus 256
+    # sampled sequences x 128,256 (vocabulary) x 12 B of fp32 logits
+    stage = pool.stages[0].overhead
+    assert stage.activation_bytes == 2048 * 2 * 8192 * 2 + 256 * 128256 * 12 == 461_111_296
+    result = runner.invoke(
+        app, ["plan", "llama-3.2-1b", "--gpu", "l40s", "-c", "1K", "-e", "vllm", "-f", "json"]
+    )
+    code, doc = result.exit_code, json.loads(result.stdout)
+    assert (code, doc["answer"]["max_concurrency"]) == (0, 256)
+    # an explicit --max-num-seqs is vLLM's, whatever the GPU
+    given = Question(engine="vllm", max_model_len=1024, max_num_seqs=512)
+    assert answer(spec, gpu, given).verdict.max_concurrency == 512

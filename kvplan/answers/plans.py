@@ -203,7 +203,8 @@ class Verdict:
                 return f"{asked} of {length} {verb} on {gpus}; {held}"
         if not self.fits:
             return f"one request of {length} does not fit on {gpus}"
-        return f"{self.max_concurrency} concurrent requests of {length} fit on {gpus}"
+        limit = f": {self.limit}" if self.limit else ""
+        return f"{self.max_concurrency} concurrent requests of {length} fit on {gpus}{limit}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,7 +391,7 @@ def _vllm_answer(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> tuple[A
     from kvplan.engines import vllm
 
     plan = _vllm(spec, gpu, q, length)
-    max_num_seqs = plan.result.config.max_num_seqs
+    max_num_seqs = plan.result.config.num_seqs
     if q.kind == "max_context":
         n = q.concurrency or 1
         longest = vllm.estimated_max_model_len(plan.result, n)
@@ -401,8 +402,13 @@ def _vllm_answer(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> tuple[A
         verdict = _verdict(q, longest, held, longest, limit)
         return plan, replace(verdict, fits=longest > 0 and not limit)
     held = plan.result.max_requests
-    limit = _seqs_limit(q.concurrency, max_num_seqs) if q.concurrency else ""
-    return plan, _verdict(q, length, held, None, limit)
+    if q.concurrency:
+        return plan, _verdict(q, length, held, None, _seqs_limit(q.concurrency, max_num_seqs))
+    if held <= max_num_seqs:
+        return plan, _verdict(q, length, held, None, "")
+    # the most requests at once: the pool may hold more than the scheduler runs
+    limit = f"the pool holds {held:,}, but {_seqs_limit(held, max_num_seqs)}"
+    return plan, _verdict(q, length, max_num_seqs, None, limit)
 
 
 def _seqs_limit(concurrency: int | None, max_num_seqs: int) -> str:

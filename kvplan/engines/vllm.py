@@ -36,6 +36,7 @@ from fractions import Fraction
 from kvplan.arguments import as_fraction, as_parallel
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_config import VllmConfig as VllmConfig
+from kvplan.engines.vllm_config import with_batch_defaults
 from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
 from kvplan.engines.vllm_layout import (  # re-exported: callers read them from here
@@ -192,9 +193,9 @@ def estimate_overhead(
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
     intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
-    activation = cfg.max_num_batched_tokens * 2 * intermediate * dtype.block_bytes
+    activation = cfg.batched_tokens * 2 * intermediate * dtype.block_bytes
     if samples:
-        activation += cfg.max_num_seqs * (spec.vocab_size or 32000) * 12
+        activation += cfg.num_seqs * (spec.vocab_size or 32000) * 12
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     if tp > 1:
         non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB
@@ -205,8 +206,8 @@ def estimate_overhead(
     cuda_graph = 0
     if cfg.version in CUDA_GRAPH_BUDGET:
         graphs = cuda_graphs(
-            cfg.max_num_seqs,
-            cfg.max_num_batched_tokens,
+            cfg.num_seqs,
+            cfg.batched_tokens,
             gpu_name=gpu_name,
             enforce_eager=cfg.enforce_eager,
         )
@@ -226,6 +227,7 @@ def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
             f"vLLM {cfg.version} is not modelled; modelled: {', '.join(VERSIONS)}"
             " (resolve_version maps a release such as 0.19.1 to its line)"
         )
+    cfg = with_batch_defaults(cfg, None if gpu.name == _GIVEN else gpu)
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     as_tensor_parallel_size(spec, tp)
     if as_parallel(pp, "pipeline_parallel_size") > spec.num_hidden_layers:
@@ -295,7 +297,9 @@ def layout(
 ) -> tuple[list[PageSpec | None], list[tuple[PageSpec, int]], int, int]:
     """vLLM's cache layout of ``spec``: each cache layer's page spec (None: no cache; a layer
     with attention and state gives two, ``part_owners``), the groups, the layers per group,
-    and the padding layers. Needs no budget."""
+    and the padding layers. Needs no budget (nor a GPU: unset batch defaults are a large
+    GPU's, ``with_batch_defaults``)."""
+    cfg = with_batch_defaults(cfg, None)
     served = _served_dtype(spec, cfg)
     model_dtype = resolve_dtype(served)
     cache_format = cfg.kv_cache_dtype or model_dtype.name
@@ -349,7 +353,7 @@ def layout(
 def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:
     """What vLLM's own flags resolve to for ``spec`` (kvplan.engines.vllm_flags)."""
     recurrent = any(isinstance(layer, RecurrentState) for layer in spec.layers)
-    return resolve(spec, cfg, recurrent=recurrent)
+    return resolve(spec, with_batch_defaults(cfg, None), recurrent=recurrent)
 
 
 def _stage_group_size(
@@ -376,9 +380,13 @@ def _stage_group_size(
     return max(1, largest)
 
 
+#: The device of ``from_available``: none known, so the batch defaults of a large GPU apply.
+_GIVEN = "given"
+
+
 def from_available(spec: ModelSpec, available_bytes: int, cfg: VllmConfig) -> VllmResult:
     """vLLM's blocks and printed figures given the KV memory it reported as available."""
-    device = GPU("given", "a GPU", "unknown", 0, 0, 0, None, "given")
+    device = GPU(_GIVEN, "a GPU", "unknown", 0, 0, 0, None, "given")
     return profile(spec, device, replace(cfg, kv_cache_memory_bytes=available_bytes))
 
 

@@ -1,23 +1,41 @@
 """The vLLM flags that size the KV cache, as one value: what ``kvplan.engines.vllm`` sizes a
 pool for, ``vllm_flags`` resolves per release line and ``vllm_layout`` lays out in pages.
+
+Two defaults depend on the GPU, as ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py,
+the online server's usage context) sets them from v0.9 on: a device of at least 70 GiB whose name
+does not say A100 gets ``--max-num-seqs 1024`` and ``--max-num-batched-tokens 8192``, any other
+256 and 2048 (an H100 80GB reports 79.19 GiB: 1024; an A100 80GB, an L40S or an RTX 4090: 256).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvplan.engines.vllm_versions import DEFAULT_VERSION
+from kvplan.units import GiB
+
+if TYPE_CHECKING:
+    from kvplan.hardware.gpus import GPU
+
+#: (max_num_seqs, max_num_batched_tokens) of the online server on a large GPU and on others
+LARGE_GPU_DEFAULTS = (1024, 8192)
+SMALL_GPU_DEFAULTS = (256, 2048)
+#: Device memory from which vLLM takes the large defaults (``70 * GiB_bytes``)
+LARGE_GPU_BYTES = 70 * GiB
 
 
 @dataclass(frozen=True, slots=True)
 class VllmConfig:
-    """The vLLM flags that size the KV cache, with vLLM's defaults (H100-class, online serving)."""
+    """The vLLM flags that size the KV cache, with vLLM's defaults (online serving).
+    ``max_num_batched_tokens`` and ``max_num_seqs`` left None take the GPU's defaults when a
+    pool is sized (``with_batch_defaults``)."""
 
     max_model_len: int
     gpu_memory_utilization: Fraction = Fraction(9, 10)
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 1024
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
     block_size: int = 16
     kv_cache_dtype: str | None = None
     kv_cache_memory_bytes: int | None = None
@@ -34,3 +52,45 @@ class VllmConfig:
     num_gpu_blocks_override: int | None = None
     # no CUDA graphs: nothing captured, nothing subtracted (--enforce-eager)
     enforce_eager: bool = False
+
+    @property
+    def batched_tokens(self) -> int:
+        """``max_num_batched_tokens``, once ``with_batch_defaults`` has set it."""
+        return _resolved(self.max_num_batched_tokens, "max_num_batched_tokens")
+
+    @property
+    def num_seqs(self) -> int:
+        """``max_num_seqs``, once ``with_batch_defaults`` has set it."""
+        return _resolved(self.max_num_seqs, "max_num_seqs")
+
+
+def _resolved(value: int | None, name: str) -> int:
+    if value is None:  # a bug of kvplan's, not the user's: every pool resolves them first
+        raise RuntimeError(f"VllmConfig.{name} read before with_batch_defaults")
+    return value
+
+
+def batch_defaults(gpu: GPU | None) -> tuple[int, int]:
+    """vLLM's ``(max_num_seqs, max_num_batched_tokens)`` for ``gpu`` (see the module
+    docstring); None, a device the caller does not know: the large GPU's."""
+    if gpu is None:
+        return LARGE_GPU_DEFAULTS
+    named = f"{gpu.name} {gpu.display_name}".lower()
+    if gpu.memory_bytes >= LARGE_GPU_BYTES and "a100" not in named:
+        return LARGE_GPU_DEFAULTS
+    return SMALL_GPU_DEFAULTS
+
+
+def with_batch_defaults(cfg: VllmConfig, gpu: GPU | None) -> VllmConfig:
+    """``cfg`` with an unset ``max_num_seqs`` or ``max_num_batched_tokens`` set as vLLM sets it
+    on ``gpu``; vLLM 0.8, before the GPU rule, took 1024 and 8192 everywhere."""
+    if cfg.max_num_seqs is not None and cfg.max_num_batched_tokens is not None:
+        return cfg
+    seqs, batched = batch_defaults(None if cfg.version == "0.8" else gpu)
+    return replace(
+        cfg,
+        max_num_seqs=seqs if cfg.max_num_seqs is None else cfg.max_num_seqs,
+        max_num_batched_tokens=(
+            batched if cfg.max_num_batched_tokens is None else cfg.max_num_batched_tokens
+        ),
+    )

@@ -178,5 +178,5 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     if cfg.version in IN_FLIGHT_LINES:
         batches = (2 if pp == 1 else pp + 1) if async_on else pp
     checkpoint = cfg.version in CHECKPOINT_BLOCK_LINES
-    in_flight = cfg.max_num_batched_tokens * batches
+    in_flight = cfg.batched_tokens * batches
     return Settings(prefix, async_on, mode, in_flight, checkpoint, chunk)

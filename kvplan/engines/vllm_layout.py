@@ -60,7 +60,7 @@ class PageSpec:
 
     def blocks_per_request(self, cfg: VllmConfig) -> int:
         bs, length = self.block_size, cfg.max_model_len
-        batched = self.in_flight or cfg.max_num_batched_tokens
+        batched = self.in_flight or cfg.batched_tokens
         match self.kind:
             case "sliding":
                 # the window need not start on a block boundary: one block more

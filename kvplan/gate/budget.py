@@ -149,8 +149,16 @@ class Deployment(BaseModel):
     dtype: Text | None = Field(None, description="Model dtype in place of the spec's.")
     quantization: Text | None = Field(None, description="Weight format (fp8, awq, ...).")
     block_size: Count = Field(16, description="Tokens per KV page.")
-    max_num_batched_tokens: Count = Field(8192, description="Tokens per step.")
-    max_num_seqs: Count = Field(1024, description="vLLM: sequences per step.")
+    max_num_batched_tokens: Count = Field(
+        8192,
+        description="Tokens per step (vLLM, when absent: 8192 on a GPU of 70 GiB or more,"
+        " 2048 on others and on A100s).",
+    )
+    max_num_seqs: Count = Field(
+        1024,
+        description="vLLM: sequences per step (when absent: 1024 on a GPU of 70 GiB or more,"
+        " 256 on others and on A100s).",
+    )
     kv_cache_memory: ByteSize | None = Field(
         None, description="KV pool per GPU, skipping the budget."
     )

@@ -157,6 +157,10 @@ def _vllm_settings(text: str, spec: ModelSpec, path: str) -> dict[str, Any]:
     def count(name: str, default: int) -> int:
         return _count(_find(f"'{name}': " + r"(\d+)", text), name, path, default)
 
+    def optional(name: str) -> int | None:
+        found = _find(f"'{name}': " + r"(\d+)", text)
+        return None if found is None else _count(found, name, path, 0)
+
     return {
         "max_model_len": length,
         "gpu_memory_utilization": utilization,
@@ -165,8 +169,9 @@ def _vllm_settings(text: str, spec: ModelSpec, path: str) -> dict[str, Any]:
         "dtype": None if dtype in (None, "auto") else dtype,
         "kv_cache_dtype": None if kv in (None, "auto") else kv,
         "quantization": None if quant in (None, "None") else quant,
-        "max_num_batched_tokens": count("max_num_batched_tokens", 8192),
-        "max_num_seqs": count("max_num_seqs", 1024),
+        # not printed: None, vLLM's default for the log's GPU (kvplan.engines.vllm_config)
+        "max_num_batched_tokens": optional("max_num_batched_tokens"),
+        "max_num_seqs": optional("max_num_seqs"),
         "block_size": count("block_size", 16),
         "kv_cache_memory_bytes": (
             _count(kv_bytes, "kv_cache_memory_bytes", path, 0, 2**50) if kv_bytes else None

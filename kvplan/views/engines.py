@@ -119,8 +119,9 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         "what vLLM prints:",
         *(f"  {line}" for line in doc["log_lines"]),
         f"one request of {format_tokens(doc['max_model_len'])} tokens needs"
-        f" {doc['blocks_per_request']:,} blocks; {doc['max_concurrency']:,} such requests fit"
-        f" at once; one request alone reaches {format_tokens(doc['max_context_tokens'])} tokens",
+        f" {doc['blocks_per_request']:,} blocks; {doc['max_concurrency']:,} such requests"
+        f" fit in the pool; one request alone reaches"
+        f" {format_tokens(doc['max_context_tokens'])} tokens",
         *_vllm_advice(doc),
     ]
 
