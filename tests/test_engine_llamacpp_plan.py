@@ -180,7 +180,7 @@ def test_refusals() -> None:
 
 def test_cli_json_and_errors() -> None:
     args = ["plan", "llama-3.1-8b", "--gpu", "h100", "--engine", "llama.cpp", "-c", "8192"]
-    result = runner.invoke(app, [*args, "-ngl", "33", "--format", "json"])
+    result = runner.invoke(app, [*args, "-ngl", "33", "-np", "1", "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["devices"][0]["kv_bytes"] == 1 * GiB
@@ -380,8 +380,11 @@ def test_partial_offload_says_its_compute_buffers_are_lower_bounds() -> None:
 
     base = ["plan", "llama-3.1-70b", "--engine", "llama.cpp", "--gpu", "rtx-4090", "-c", "8K"]
     partial = CliRunner().invoke(app, base)
-    assert partial.exit_code == 0, partial.output
+    # without -ngl, "fits" is every layer on the GPU; the line llama.cpp would run is printed
+    assert partial.exit_code == 1, partial.output
     assert "lower bounds while layers stay on the host" in partial.stdout
+    assert "only 13 of 81 layers fit on the GPU" in partial.stdout
+    assert CliRunner().invoke(app, [*base, "-ngl", "13"]).exit_code == 0
     whole = CliRunner().invoke(app, [base[0], "llama-3.2-1b", *base[2:]])  # every layer fits
     assert whole.exit_code == 0, whole.output
     assert "-ngl 17 of 17" in whole.stdout
@@ -472,7 +475,7 @@ def test_plan_and_flags_load_the_same_model(typed: str) -> None:
 
 def test_plan_of_a_local_gguf_passes_its_path(tmp_path: Path) -> None:
     path = _recorded_case_file("qwen3moe-q4_0-ub256", tmp_path)
-    args = ["plan", path, "--gpu", "h100", "--engine", "llama.cpp", "-c", "1024"]
+    args = ["plan", path, "--gpu", "h100", "--engine", "llama.cpp", "-c", "1024", "-np", "1"]
     result = runner.invoke(app, [*args, "-f", "json"])
     assert result.exit_code in (0, 1), result.output
     doc = json.loads(result.stdout)

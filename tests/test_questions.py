@@ -462,3 +462,27 @@ def test_the_most_requests_vllm_runs_is_its_max_num_seqs_when_the_pool_holds_mor
     # an explicit --max-num-seqs is vLLM's, whatever the GPU
     given = Question(engine="vllm", max_model_len=1024, max_num_seqs=512)
     assert answer(spec, gpu, given).verdict.max_concurrency == 512
+
+
+def test_llamacpp_answers_the_most_requests_at_a_context_with_its_largest_np() -> None:
+    # Llama 3.1 8B on one H100, requests of 32,768 tokens: -np n, -c n x 32,768, all 33 layers
+    # (32 and the output) on the GPU. Each request's cache is 32,768 x 131,072 B = 4 GiB.
+    from kvplan.engines import llamacpp_plan
+
+    spec, gpu = load_model(MODEL), find_gpu(GPU)
+    found = answer(spec, gpu, Question(engine="llama.cpp", max_model_len=32768))
+    n = found.verdict.max_concurrency
+    assert found.verdict.kind == "max_concurrency"
+    assert n > 1
+    plan = found.result
+    assert (plan.ask.n_seq_max, plan.n_ctx, plan.n_gpu_layers) == (n, n * 32768, 33)
+    assert plan.kv.kv_cache_bytes == n * 32768 * 131072
+    # n fit and n + 1 do not, asked as llama.cpp would be run
+    for count, fits in ((n, True), (n + 1, False)):
+        ask = llamacpp_plan.LlamaCppAsk(n_ctx=count * 32768, n_seq_max=count, n_gpu_layers=33)
+        assert llamacpp_plan.budget(spec, gpu, ask).fits is fits
+    # the CLI gives the same, and -np N is the question of N requests
+    code, doc = _plan("-c", "32K", "-e", "llama.cpp")
+    assert (code, doc["answer"]["max_concurrency"]) == (0, n)
+    code, doc = _plan("-c", "32K", "-e", "llama.cpp", "-np", str(n + 1))
+    assert (code, doc["answer"]["fits"], doc["answer"]["concurrency"]) == (1, False, n + 1)

@@ -40,6 +40,7 @@ from kvplan.arguments import as_fraction, as_int, as_parallel, as_tokens
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
+from kvplan.engines.llamacpp_plan import LLAMA_MAX_SEQ
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -63,8 +64,6 @@ _GGML_KV = llamacpp.GGML_NAMES  # kvplan dtype -> ggml cache type name
 # llama.cpp has no 8-bit float or int8 cache: those requests get its 8-bit block type q8_0.
 _GGML_8BIT = {"fp8_e4m3", "fp8_e5m2", "int8"}
 
-#: ``LLAMA_MAX_SEQ`` (src/llama-cparams.h): llama.cpp refuses a larger ``-np``.
-_LLAMA_MAX_SEQ = 256
 
 #: Tokens per block of TGI's paged attention (the profile's default).
 _TGI_BLOCK_SIZE = tgi.BLOCK_SIZES["paged"]
@@ -513,8 +512,8 @@ def _llamacpp(t: _Target) -> EngineFlags:
 
 def _llamacpp_limits(t: _Target) -> str:
     """Why llama.cpp cannot take ``-np N -c N x L`` at all ("" when it can)."""
-    if t.n > _LLAMA_MAX_SEQ:
-        return f"-np {t.n}: llama.cpp serves at most {_LLAMA_MAX_SEQ} sequences"
+    if t.n > LLAMA_MAX_SEQ:
+        return f"-np {t.n}: llama.cpp serves at most {LLAMA_MAX_SEQ} sequences"
     if t.n * t.length >= 2**32:
         return f"-c {t.n * t.length}: beyond llama.cpp's 32-bit n_ctx"
     return ""

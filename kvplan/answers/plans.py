@@ -196,7 +196,12 @@ class Verdict:
                     " parallel"
                 )
             case "fits":
-                verb = "fit" if self.fits else "do not fit"
+                one = self.concurrency == 1
+                verb = (
+                    ("fits" if one else "fit")
+                    if self.fits
+                    else ("does not fit" if one else "do not fit")
+                )
                 held = f"it holds {self.max_concurrency}" + (
                     f"; {self.limit}" if self.limit else ""
                 )
@@ -503,8 +508,9 @@ def _llamacpp(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
     """llama.cpp's answer. Its ``-c`` is the cells of all ``-np`` sequences together, so a
     question of ``n`` requests of ``c`` tokens is ``-np n -c n*c``; llama.cpp plans one
     machine, so the fewest-GPU question is answered on the GPUs given (``-tp``, default 1)
-    and says so. kvplan solves ``-ngl`` and ``-c``, not ``-np``: the most requests at a
-    context is answered for the ``-np`` given (default 1)."""
+    and says so. The most requests at a context is the largest ``-np`` with every layer on
+    the GPU (or the ``-ngl`` given); ``-np N`` asks for N requests (the CLI makes it the
+    concurrency), and when one sequence needs the host too, the answer is at ``-np 1``."""
     from kvplan.engines import llamacpp_plan
 
     ask = q.llamacpp or llamacpp_plan.LlamaCppAsk()
@@ -521,26 +527,40 @@ def _llamacpp(spec: ModelSpec, gpu: GPU, q: Question) -> tuple[Any, Verdict]:
         n_seq_max=n,
         num_gpus=q.tensor_parallel_size or ask.num_gpus,
     )
-    plan = llamacpp_plan.plan(spec, gpu, ask)
-    per_sequence = plan.n_ctx // n if n else 0
     kind: Kind = "max_context" if q.kind == "max_context" else "fits"
+    most = None
+    if q.kind == "max_concurrency" and q.max_model_len is not None:
+        most = llamacpp_plan.most_sequences(spec, gpu, ask, q.max_model_len)
+    if most is not None:
+        plan, n, kind = most, most.ask.n_seq_max, "max_concurrency"
+    else:
+        plan = llamacpp_plan.plan(spec, gpu, ask)
+    per_sequence = plan.n_ctx // n if n else 0
     notes: tuple[str, ...] = ()
     if q.kind == "fewest_gpus":
         notes = (f"llama.cpp plans one machine: answered on {ask.num_gpus} GPU(s), not searched",)
-    if plan.n_gpu_layers < plan.n_layer + 1:
-        notes += (
-            f"{plan.n_gpu_layers} of {plan.n_layer + 1} layers on the GPU (-ngl): the rest run"
-            " on the host",
+    # Without -ngl, "fits" is every layer on the GPU: llama.cpp runs more with layers on the
+    # host (the plan's -ngl says how many), slower, and that is the user's call to make.
+    ngl, layers = plan.n_gpu_layers, plan.n_layer + 1
+    fits = plan.fits and (ask.n_gpu_layers is not None or ngl == layers)
+    limit = ""
+    if plan.fits and not fits:
+        limit = (
+            f"only {ngl} of {layers} layers fit on the GPU: llama.cpp runs the rest on the host"
+            f" (give -ngl {ngl} to plan that)"
         )
+    elif ngl < layers:
+        notes += (f"{ngl} of {layers} layers on the GPU (-ngl): the rest run on the host",)
     verdict = Verdict(
         engine="llama.cpp",
         kind=kind,
         max_model_len=q.max_model_len or per_sequence,
-        concurrency=n,
-        max_concurrency=n if plan.fits else 0,
+        concurrency=None if kind == "max_concurrency" else n,
+        max_concurrency=n if fits else 0,
         max_context_tokens=per_sequence if kind == "max_context" else None,
-        fits=plan.fits,
+        fits=fits,
         tensor_parallel_size=ask.num_gpus,
+        limit=limit,
         warnings=notes,
     )
     return plan, verdict

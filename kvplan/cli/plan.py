@@ -180,7 +180,8 @@ MaxNumSeqsOpt = Annotated[
     _opt(
         "--max-num-seqs",
         min=1,
-        help="vLLM: sequences per step (default 1024); a concurrency above it does not fit.",
+        help="vLLM: sequences per step (default: 1024 on a GPU of 70 GiB or more, else 256, A100s"
+        " 256); a concurrency above it does not fit.",
     ),
 ]
 MemFractionStaticOpt = Annotated[
@@ -386,6 +387,9 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
     llama = [flag for name, flag in _LLAMACPP_OPTIONS.items() if name in given]
     if llama and engine != "llama.cpp":
         raise UnitError(f"{llama[0]}: a llama.cpp option; it applies with --engine llama.cpp")
+    if "parallel" in given and common.get("concurrency") is None:
+        # llama.cpp's -np N is the question's concurrency: N requests, each of -c tokens
+        common = {**common, "concurrency": a["parallel"]}
     fraction = a["mem_fraction_static"]
     overrides = a.get("hf_overrides")
     return Question(

@@ -185,7 +185,7 @@ class LlamaCppPlan:
     capacity_bytes: int  # per GPU
     headroom_bytes: int  # per GPU
     kv: EngineResult
-    solved: str  # "fits", "n_gpu_layers", "n_ctx" or "fit"
+    solved: str  # "fits", "n_gpu_layers", "n_ctx", "fit" or "n_seq_max"
     spec: ModelSpec | None = field(default=None, compare=False, repr=False)  # for the notes
 
     @property
@@ -407,6 +407,37 @@ def plan(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk) -> LlamaCppPlan:
     if ask.n_gpu_layers is not None or longest.fits:
         return longest if ask.n_gpu_layers is not None else replace(longest, solved="fit")
     return _most_layers(spec, gpu, replace(ask, n_ctx=FIT_CTX), "fit")
+
+
+#: ``LLAMA_MAX_SEQ`` (src/llama-cparams.h): llama.cpp refuses a larger ``-np``.
+LLAMA_MAX_SEQ = 256
+
+
+def most_sequences(
+    spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, context_tokens: int
+) -> LlamaCppPlan | None:
+    """The plan at the largest ``-np`` (at most ``LLAMA_MAX_SEQ``) whose sequences each get
+    ``context_tokens`` (``-c`` = ``-np`` x it) with ``ask``'s ``-ngl``, every layer on the GPU
+    when it gives none; None when not even one sequence fits so. Memory grows with ``-np``
+    (cells, outputs, compute), so the largest is found by bisection."""
+    ngl = spec.num_hidden_layers + 1 if ask.n_gpu_layers is None else ask.n_gpu_layers
+
+    def at(n: int) -> LlamaCppPlan:
+        asked = replace(ask, n_ctx=context_tokens * n, n_seq_max=n, n_gpu_layers=ngl)
+        return budget(spec, gpu, asked, solved="n_seq_max")
+
+    best = at(1)
+    if not best.fits:
+        return None
+    lo, hi = 1, LLAMA_MAX_SEQ
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        found = at(mid)
+        if found.fits:
+            lo, best = mid, found
+        else:
+            hi = mid - 1
+    return best
 
 
 def _most_layers(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, solved: str) -> LlamaCppPlan:

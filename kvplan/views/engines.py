@@ -458,6 +458,9 @@ def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]
 
     doc = llamacpp_plan_to_dict(p, spec)
     verdict = "[green]fits[/green]" if p.fits else "[red]does not fit[/red]"
+    host = p.n_layer + 1 - p.n_gpu_layers
+    if p.fits and host:
+        verdict = f"[yellow]fits, {host} layer{'s' if host != 1 else ''} on the host[/yellow]"
     rows = [
         [
             d["device"],
