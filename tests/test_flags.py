@@ -35,6 +35,14 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _plan_compute_bytes(model: str, gpu: str, *args: str) -> list[int]:
+    """Each GPU's compute buffer as ``kvplan plan --engine llama.cpp`` lays the same setting
+    out: flags' llama.cpp verdict is plan's, so it adds these and the 1 GiB --fit-target."""
+    code, out, err = run("plan", model, "--gpu", gpu, "--engine", "llama.cpp", *args, "-f", "json")
+    assert code in (0, 1), err
+    return [d["compute_bytes"] for d in json.loads(out)["devices"] if d["device"] != "CPU"]
+
+
 def flags_json(*args: str) -> tuple[int, dict[str, Any], dict[str, dict[str, Any]]]:
     code, out, err = run("flags", *args, "-f", "json")
     assert code in (0, 1), err
@@ -58,7 +66,8 @@ def test_qwen3_32b_does_not_fit_a_24_gib_card_in_any_engine() -> None:
     assert llama["weights_bytes"] == 63_968_421_888
     # its cache: 8,192 cells x 64 layers x 8 x 128 x 2 (K, V) x 2 B = 2 GiB
     assert llama["kv_cache_bytes"] == 8192 * 64 * 8 * 128 * 2 * 2
-    assert llama["required_bytes"] == 63_968_421_888 + 2 * GiB > RTX_4090
+    (compute,) = _plan_compute_bytes("qwen3-32b", "rtx4090", "-c", "8K", "-np", "1", "-ngl", "65")
+    assert llama["required_bytes"] == 63_968_421_888 + 2 * GiB + compute + GiB > RTX_4090
     # the engines that shard (one GPU here) hold every parameter: 65,524,246,528 B
     assert engines["sglang"]["weights_bytes"] == 32_762_123_264 * 2
     assert engines["tgi"]["weights_bytes"] == 32_762_123_264 * 2
@@ -124,7 +133,12 @@ def test_llama_70b_on_four_gpus_llama_cpp_splits_layers() -> None:
     first = -(-layers_bytes * 21 // 80) + cache * 21 // 80  # 35,937,489,101 + 22,548,578,304
     last = -(-layers_bytes * 19 // 80) + 1_050_673_152 * 2 + cache * 19 // 80
     assert first > last
-    assert e["required_bytes"] == first == 58_486_067_405
+    computes = _plan_compute_bytes(
+        "llama-3.1-70b", "h100", "-tp", "4", "-c", "32K", "-np", "8", "-ngl", "81"
+    )
+    # plan places each layer's own bytes: the same to within a byte of rounding a layer
+    assert abs(e["weights_bytes"] - -(-layers_bytes * 21 // 80)) <= 21
+    assert e["required_bytes"] == e["weights_bytes"] + cache * 21 // 80 + computes[0] + GiB
     assert e["fits"] is True
     assert e["num_gpus"] == 4
     assert "-sm layer" in e["flags"]
@@ -162,11 +176,13 @@ def test_tgi_does_not_fit_when_its_blocks_do_not() -> None:
     assert t["fits"] is False
     assert t["flags"] == []
     assert t["required_bytes"] == weights + 30_720 * 2_097_152
-    # llama.cpp uses the whole card and leaves the embeddings (128,256 x 4,096) in host memory:
-    # (8,030,261,248 - 525,336,576) x 2 B + 15 x 32,768 x 131,072 B
-    # = 15,009,849,344 + 64,424,509,440 = 79,434,358,784 B <= 85,029,027,840 B
+    # llama.cpp uses the whole card less its 1 GiB --fit-target and leaves the embeddings
+    # (128,256 x 4,096) in host memory: (8,030,261,248 - 525,336,576) x 2 B + 15 x 32,768 x
+    # 131,072 B = 15,009,849,344 + 64,424,509,440 = 79,434,358,784 B, plus its compute buffer
     llama = engines["llama.cpp"]
-    assert llama["required_bytes"] == (8_030_261_248 - 128_256 * 4096) * 2 + 15 * 32_768 * 131_072
+    (compute,) = _plan_compute_bytes("llama-3.1-8b", "h100", "-c", "32K", "-np", "15", "-ngl", "33")
+    layers, cache = (8_030_261_248 - 128_256 * 4096) * 2, 15 * 32_768 * 131_072
+    assert llama["required_bytes"] == layers + cache + compute + GiB <= H100
     assert llama["fits"] is True
     # one engine's miss does not fail the command
     assert code == 0

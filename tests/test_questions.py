@@ -486,3 +486,15 @@ def test_llamacpp_answers_the_most_requests_at_a_context_with_its_largest_np() -
     assert (code, doc["answer"]["max_concurrency"]) == (0, n)
     code, doc = _plan("-c", "32K", "-e", "llama.cpp", "-np", str(n + 1))
     assert (code, doc["answer"]["fits"], doc["answer"]["concurrency"]) == (1, False, n + 1)
+
+
+def test_flags_and_plan_give_llamacpp_one_answer() -> None:
+    # the largest -np plan finds for requests of 32K is where flags stops fitting too
+    n = _library("llama.cpp", max_model_len=32768).max_concurrency
+    for count, fits in ((n, True), (n + 1, False)):
+        args = ["flags", MODEL, "--gpu", GPU, "-c", "32K", "-n", str(count), "-e", "llama.cpp"]
+        result = runner.invoke(app, [*args, "--format", "json"])
+        (engine,) = json.loads(result.stdout)["engines"]
+        assert engine["fits"] is fits
+        assert result.exit_code == (0 if fits else 1)
+        assert _library("llama.cpp", max_model_len=32768, concurrency=count).fits is fits

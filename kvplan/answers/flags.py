@@ -17,7 +17,9 @@ engine lets itself use. Each engine is told in its own terms, from its own profi
   bytes the build allocates. llama.cpp does not shard tensors: its default
   ``--split-mode layer`` deals whole layers to the GPUs (layer ``il`` of ``n`` to GPU
   ``il x gpus // (n + 1)``, the output layer counted as layer ``n``), each layer's cache on its
-  layer's GPU; the token embeddings stay in host memory. The fullest GPU decides.
+  layer's GPU; the token embeddings stay in host memory. The fullest GPU decides, with its
+  compute buffer and the ``--fit-target`` headroom: the verdict is ``kvplan plan --engine
+  llama.cpp``'s for the same setting (``llamacpp_plan.budget``).
 - TGI: ``--max-batch-total-tokens N x L --max-total-tokens L``; weights split over the shards,
   and the blocks its warm-up leaves room for (``TGI_WIGGLE_ROOM`` 0.9) must hold N requests.
 
@@ -459,53 +461,59 @@ def _llamacpp_cache(t: _Target, model: DType) -> tuple[CacheDTypes, str]:
 
 
 def _llamacpp(t: _Target) -> EngineFlags:
+    """llama.cpp's verdict is ``kvplan plan --engine llama.cpp``'s for the same setting
+    (``llamacpp_plan.budget``: every layer on the GPUs, compute and output buffers, the
+    ``--fit-target`` headroom), so flags and plan give one answer."""
+    from kvplan.engines.llamacpp_plan import LlamaCppAsk, budget
+
     model = cache_dtypes(t.spec, "llama.cpp").model
     cache, problem = _llamacpp_cache(t, model)
     problem = problem or _llamacpp_limits(t)
     if problem:
         return _refused("llama.cpp", t, cache, problem)
     cache_type = _GGML_KV[cache.k.name]
-    result = llamacpp.kv_cache(
-        t.spec,
+    ask = LlamaCppAsk(
+        model=t.model_as_typed or t.spec.resolved_from or t.spec.name,
         n_ctx=t.n * t.length,
         n_seq_max=t.n,
-        cache_type_k=cache_type,
-        cache_type_v=cache_type,
+        n_gpu_layers=t.spec.num_hidden_layers + 1,
+        num_gpus=t.tp,
+        type_k=cache_type,
+        type_v=cache_type,
     )
-    counts, output_gpu = layer_split(t.spec.num_hidden_layers, t.tp)
-    per_gpu = _llamacpp_per_gpu(t, _weights(t, cache), result.kv_cache_bytes)
-    fullest = max(range(t.tp), key=lambda i: sum(per_gpu[i]))
-    gpu_weights, gpu_cache = per_gpu[fullest]
-    required = gpu_weights + gpu_cache
-    budget = t.gpu.memory_bytes
-    fits = required <= budget
+    plan = budget(t.spec, t.gpu, ask)
+    index, fullest = max(enumerate(plan.layout.gpus), key=lambda g: g[1].total_bytes)
+    required = fullest.total_bytes + plan.headroom_bytes
+    fits = plan.fits
     _, quant_note = _quantization_note(t, None)
-    where = ""
-    if t.tp > 1:
-        output = " and the output layer" if fullest == output_gpu else ""
-        where = f"GPU {fullest + 1} of {t.tp} holds {counts[fullest]} layers{output}; "
-    note = (
-        f"{where}{_sum(('weights', gpu_weights), ('cache', gpu_cache))} of {_gib(budget)};"
-        f" embeddings in host memory, compute buffers not counted{quant_note}"
-    )
-    from kvplan.engines.llamacpp_plan import model_source
-
-    source = model_source(t.model_as_typed or t.spec.resolved_from or t.spec.name, t.spec)
-    if fits and source.note:
-        note += f"; {source.note}"
+    where = f"GPU {index + 1} of {t.tp} holds {fullest.num_layers} layers; " if t.tp > 1 else ""
+    parts = [("weights", fullest.model_bytes), ("cache", fullest.kv_bytes)]
+    parts += [
+        (label, num_bytes)
+        for label, num_bytes in (
+            ("compute", fullest.compute_bytes),
+            ("output", fullest.output_bytes),
+            ("headroom", plan.headroom_bytes),
+        )
+        if num_bytes
+    ]
+    figures = _sum(*parts)
+    note = f"{where}{figures} of {_gib(plan.capacity_bytes)}{quant_note}"
+    if fits and plan.source.note:
+        note += f"; {plan.source.note}"
     return EngineFlags(
         "llama.cpp",
         _llamacpp_flags(t, cache_type) if fits else (),
-        result.kv_cache_bytes,
+        plan.kv.kv_cache_bytes,
         fits,
         note,
-        reason="" if fits else f"needs {_gib(required)} on one GPU of {_gib(budget)}",
+        reason="" if fits else f"needs {_gib(required)} on one GPU of {_gib(plan.capacity_bytes)}",
         model_dtype=model.name,
         kv_cache_dtype=cache.kv_dtype,
         dtype_reason=cache.reason,
-        weights_bytes=gpu_weights,
+        weights_bytes=fullest.model_bytes,
         required_bytes=required,
-        budget_bytes=budget,
+        budget_bytes=plan.capacity_bytes,
         num_gpus=t.tp,
     )
 
@@ -517,22 +525,6 @@ def _llamacpp_limits(t: _Target) -> str:
     if t.n * t.length >= 2**32:
         return f"-c {t.n * t.length}: beyond llama.cpp's 32-bit n_ctx"
     return ""
-
-
-def _llamacpp_per_gpu(t: _Target, weights: Weights, cache_bytes: int) -> list[tuple[int, int]]:
-    """``(weights, cache)`` bytes on each GPU of ``--split-mode layer``: each GPU's share of
-    the layers and of their cache, the output layer's GPU also holding the LM head."""
-    num_layers = t.spec.num_hidden_layers
-    counts, output_gpu = layer_split(num_layers, t.tp)
-    # with tied embeddings the output layer loads its own copy of them
-    head = weights.lm_head_bytes or weights.embedding_bytes
-    return [
-        (
-            cdiv(weights.layers_bytes * k, num_layers) + (head if i == output_gpu else 0),
-            cdiv(cache_bytes * k, num_layers),
-        )
-        for i, k in enumerate(counts)
-    ]
 
 
 def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
