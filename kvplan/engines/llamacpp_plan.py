@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -413,68 +414,62 @@ def plan(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk) -> LlamaCppPlan:
 LLAMA_MAX_SEQ = 256
 
 
+def _largest(
+    best: LlamaCppPlan, lo: int, hi: int, at: Callable[[int], LlamaCppPlan]
+) -> LlamaCppPlan:
+    """The plan ``at`` the largest value in ``lo..hi`` that fits, given ``best`` = ``at(lo)``,
+    which fits, and memory that only grows with the value (bisection: log2 of the range)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = at(mid)
+        if trial.fits:
+            lo, best = mid, trial
+        else:
+            hi = mid - 1
+    return best
+
+
 def most_sequences(
     spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, context_tokens: int
 ) -> LlamaCppPlan | None:
     """The plan at the largest ``-np`` (at most ``LLAMA_MAX_SEQ``) whose sequences each get
     ``context_tokens`` (``-c`` = ``-np`` x it) with ``ask``'s ``-ngl``, every layer on the GPU
     when it gives none; None when not even one sequence fits so. Memory grows with ``-np``
-    (cells, outputs, compute), so the largest is found by bisection."""
+    (cells, outputs, compute)."""
     ngl = spec.num_hidden_layers + 1 if ask.n_gpu_layers is None else ask.n_gpu_layers
 
     def at(n: int) -> LlamaCppPlan:
         asked = replace(ask, n_ctx=context_tokens * n, n_seq_max=n, n_gpu_layers=ngl)
         return budget(spec, gpu, asked, solved="n_seq_max")
 
-    best = at(1)
-    if not best.fits:
-        return None
-    lo, hi = 1, LLAMA_MAX_SEQ
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        found = at(mid)
-        if found.fits:
-            lo, best = mid, found
-        else:
-            hi = mid - 1
-    return best
+    one = at(1)
+    return _largest(one, 1, LLAMA_MAX_SEQ, at) if one.fits else None
 
 
 def _most_layers(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, solved: str) -> LlamaCppPlan:
     """The largest ``-ngl`` that fits (GPU memory grows with every layer offloaded)."""
-    lo, hi = 0, spec.num_hidden_layers + 1
-    best = budget(spec, gpu, replace(ask, n_gpu_layers=0), solved=solved)
-    if not best.fits:
-        return best
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        trial = budget(spec, gpu, replace(ask, n_gpu_layers=mid), solved=solved)
-        if trial.fits:
-            lo, best = mid, trial
-        else:
-            hi = mid - 1
-    return best
+
+    def at(ngl: int) -> LlamaCppPlan:
+        return budget(spec, gpu, replace(ask, n_gpu_layers=ngl), solved=solved)
+
+    none = at(0)
+    return _largest(none, 0, spec.num_hidden_layers + 1, at) if none.fits else none
 
 
 def _longest_context(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, solved: str) -> LlamaCppPlan:
     """The longest context, in steps of 256 cells per sequence, that fits."""
     top = spec.max_position_embeddings or FIT_CTX
-    lo, hi = 0, top // _PAD
-    if hi == 0:
+    if top // _PAD == 0:
         return budget(spec, gpu, replace(ask, n_ctx=top), solved=solved)
     per_seq = 1 if ask.kv_unified else ask.n_seq_max
-    best = budget(spec, gpu, replace(ask, n_ctx=_PAD * per_seq), solved=solved)
-    if not best.fits:
-        return replace(best, n_ctx=0)
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        trial = budget(spec, gpu, replace(ask, n_ctx=mid * _PAD * per_seq), solved=solved)
-        if trial.fits:
-            lo, best = mid, trial
-        else:
-            hi = mid - 1
-    return best
+
+    def at(steps: int) -> LlamaCppPlan:
+        return budget(spec, gpu, replace(ask, n_ctx=steps * _PAD * per_seq), solved=solved)
+
+    shortest = at(1)
+    if not shortest.fits:
+        return replace(shortest, n_ctx=0)
+    return _largest(shortest, 1, top // _PAD, at)
 
 
 def headroom_note(p: LlamaCppPlan) -> str:
