@@ -139,7 +139,7 @@ def test_every_engine_answers_every_question_alike_in_plan_and_the_library(
     # the answer is the question asked: a fits question answers the concurrency asked
     if "concurrency" in asked:
         assert doc["answer"]["concurrency"] == asked["concurrency"]
-    if verdict.kind == "fits":  # llama.cpp answers the most requests at its -np (default 1)
+    if verdict.kind == "fits":
         assert verdict.fits is (verdict.max_concurrency >= (verdict.concurrency or 0))
     if verdict.kind == "max_context" and verdict.fits:
         assert 0 < verdict.max_context_tokens <= 131_072  # the trained length caps it
@@ -329,6 +329,20 @@ def test_perf_and_plan_give_the_same_most_requests() -> None:
         assert perf["max_concurrency"] == _library(engine, max_model_len=32768).max_concurrency
 
 
+@pytest.mark.parametrize("engine", ["ideal", "vllm"])
+def test_compare_gives_plans_most_requests_for_each_model(engine: str) -> None:
+    args = ["compare", MODEL, "qwen3-8b", "--gpu", GPU, "-c", "32K", "-e", engine, "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    for row in json.loads(result.stdout)["models"]:
+        asked = Question(engine=engine, max_model_len=32768)
+        expected = answer(load_model(row["model"]), find_gpu(GPU), asked).verdict
+        assert row["max_concurrency"] == expected.max_concurrency
+    # vLLM: 13 requests of 32K for Llama 3.1 8B (the anchor above)
+    if engine == "vllm":
+        assert json.loads(result.stdout)["models"][0]["max_concurrency"] == 13
+
+
 def test_flags_fit_as_plan_answers_the_same_question() -> None:
     # vLLM's flags hold 13 requests of 32K on one H100 (the anchor above) and not 14
     for n, fits in ((13, True), (14, False)):
@@ -498,3 +512,29 @@ def test_flags_and_plan_give_llamacpp_one_answer() -> None:
         assert engine["fits"] is fits
         assert result.exit_code == (0 if fits else 1)
         assert _library("llama.cpp", max_model_len=32768, concurrency=count).fits is fits
+
+
+@pytest.mark.parametrize("engine", PLAN_ENGINES)
+def test_a_length_mix_file_is_answered_alike_or_refused(engine: str, tmp_path: Path) -> None:
+    # 3 requests of 1,000 + 7,000 and 1 of 30,000 + 2,000 tokens: 8,000 and 32,000 each
+    mix = tmp_path / "mix.jsonl"
+    rows = [(1000, 7000)] * 3 + [(30000, 2000)]
+    mix.write_text("".join(f'{{"prompt_tokens": {p}, "output_tokens": {o}}}\n' for p, o in rows))
+    asked = {"max_model_len": 32768, "lengths": [8000, 8000, 8000, 32000]}
+    try:
+        verdict = _library(engine, **asked)
+    except UnitError as e:
+        refusal = str(e)
+    else:
+        refusal = ""
+    if refusal:
+        result = runner.invoke(
+            app, ["plan", MODEL, "--gpu", GPU, "-c", "32K", "--lengths", str(mix), "-e", engine]
+        )
+        assert result.exit_code == 2
+        assert result.stderr == f"kvplan: error: {refusal}\n"
+        return
+    code, doc = _plan("-c", "32K", "--lengths", str(mix), "--engine", engine)
+    for key in _KEYS:
+        assert doc["answer"][key] == getattr(verdict, key), key
+    assert code == (0 if verdict.fits else 1)

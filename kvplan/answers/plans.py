@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
     from kvplan.planner.cluster import ClusterPlan
 
-#: the engines ``plan_with`` models
+#: the engines ``answer`` models
 PLAN_ENGINES = ("ideal", "vllm", "sglang", "trtllm", "llama.cpp")
 
 
