@@ -255,13 +255,14 @@ def validate(
     """
     from pydantic import ValidationError
 
+    names = tuple(keys)
+    check_kind(data, path, names, docs)
     try:
         return model.model_validate(data)
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False, include_context=False)
     except RecursionError:
         raise SpecError(path, ["nested too deeply"]) from None
-    names = tuple(keys)
     lines = _lines_of(text) if text else None
     located = [
         (
@@ -275,6 +276,28 @@ def validate(
         located, lambda raw: _describe_error(raw[0], raw[1], raw[2], names, docs)
     )
     raise SpecError(path, problems, where) from None
+
+
+def check_kind(data: Any, path: str, keys: Iterable[str], docs: str) -> None:
+    """Raise SpecError when ``data`` is a mapping none of whose keys is one of ``keys``: not the
+    kind of file asked for (a secret file, named by mistake or by an untrusted input), so
+    nothing of it is shown, not even its keys."""
+    known = set(keys)
+    if isinstance(data, dict) and data and known and not data.keys() & known:
+        kind = _KINDS.get(docs, "file of this kind")
+        n = len(data)
+        which = "its only key is not" if n == 1 else f"none of its {n:,} keys is"
+        raise SpecError(
+            path,
+            [
+                f"not a {kind}: {which} one a {kind} takes (allowed keys are listed in"
+                f" {docs}); its content is not shown"
+            ],
+        )
+
+
+#: What each docs page lists the keys of, for the refusal above.
+_KINDS = {"docs/spec.md": "spec", "docs/ci.md": "budget file", "docs/hardware.md": "catalog file"}
 
 
 def capped(
@@ -342,6 +365,9 @@ def _types_in(annotation: Any) -> list[Any]:
 
 
 _SHOWN_KEY_CHARS = 60
+#: An unknown key is echoed only when it could be a key's name: letters, digits, ``_``, ``-``
+#: and ``.``, at most _SHOWN_KEY_CHARS, starting with a letter or ``_``.
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,59}")
 _MAX_MESSAGE_CHARS = 500
 
 
@@ -356,7 +382,12 @@ def _describe_error(
         msg = msg[: _MAX_MESSAGE_CHARS - 3] + "..."
     if kind == "extra_forbidden":
         unknown = str(loc[-1])
-        close = closest(unknown, keys, limit=1) if len(unknown) <= _SHOWN_KEY_CHARS else []
+        if not _KEY_NAME.fullmatch(unknown):
+            # not a name a key could have: where it is (the line), never what it says
+            parent = ".".join(str(part) for part in loc[:-1])
+            where = f"{parent}: " if parent else ""
+            return f"{where}an unknown key that is no key name (allowed keys are listed in {docs})"
+        close = closest(unknown, keys, limit=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; allowed keys are listed in {docs}"
         return f"{field}: unknown key{hint}"
     if kind == "missing":

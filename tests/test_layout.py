@@ -37,7 +37,7 @@ FLOORS = (
     "face",
 )
 #: The modules that stand at the top of kvplan/: the ground floor and the package's face.
-GROUND = {"units", "errors", "files", "validation", "arguments", "progress"}
+GROUND = {"units", "errors", "files", "validation", "arguments", "progress", "programs"}
 FACE = {"__init__", "__main__"}
 #: The imports that run up a floor, and why: ``kvplan.estimate("llama-3.1-8b", ...)`` takes a
 #: name from a library caller and reads it through the catalog, at call time; ``--version``

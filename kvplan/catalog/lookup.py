@@ -58,20 +58,24 @@ def _names_of(spec: ModelSpec) -> set[str]:
     return {n.lower() for n in names}
 
 
-def load_model(model: str | Path) -> ModelSpec:
+def load_model(model: str | Path, *, paths: bool = True) -> ModelSpec:
     """A spec by catalog name, HF id or alias (case-insensitive), or by path to a spec file,
     a Hugging Face config.json, a model folder or a ``.gguf`` file (imported by
     ``kvplan.importers``).
 
     Any other name is read by ``kvplan.catalog.names`` (re-uploads, quantized variants, Ollama
-    tags);
-    the spec then carries ``resolved_from`` and its ``provenance``. Raises ModelNotFoundError
+    tags); the spec then carries ``resolved_from`` and its ``provenance``. ``paths=False``
+    reads names only, never a file: for a name found inside an input file (a log's
+    ``model=``), which must not make kvplan open another file. Raises ModelNotFoundError
     with the closest names when nothing matches (NameRefusedError for a variant that differs
     from its catalog entry), and SpecError when a file is invalid.
     """
     text = str(model)
     path = Path(text)
-    if isinstance(model, Path) or path.suffix in _FILE_SUFFIXES or path_exists(path):
+    if not paths:
+        if isinstance(model, Path):
+            raise UnitError("a model name is asked for here, not a path")
+    elif isinstance(model, Path) or path.suffix in _FILE_SUFFIXES or path_exists(path):
         from kvplan.importers import import_config, import_gguf, is_gguf, is_hf_config
 
         if is_gguf(path):

@@ -31,7 +31,14 @@ from kvplan.arguments import MAX_PARALLEL
 from kvplan.errors import KvplanError, SpecError, UnitError
 from kvplan.files import path_exists
 from kvplan.model.estimator import bytes_per_token
-from kvplan.units import format_bytes, format_tokens, fraction_of, parse_bytes, parse_tokens
+from kvplan.units import (
+    abbreviate,
+    format_bytes,
+    format_tokens,
+    fraction_of,
+    parse_bytes,
+    parse_tokens,
+)
 from kvplan.validation import field_names, line_locator, read_yaml, validate
 
 #: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
@@ -279,7 +286,7 @@ class DeploymentFacts:
 def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
     """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
     plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length."""
-    spec, device = _model(d.model, base), _device(d)
+    spec, device = _model(d, base), _device(d)
     length = d.max_model_len or spec.max_position_embeddings or 0
     per_token = bytes_per_token(spec, d.kv_cache_dtype)
     found = answer(spec, device, _question(d, length, None))
@@ -320,7 +327,7 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
 def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
     """The longest context ``concurrency`` requests can each reach on deployment ``d``, at
     most its ``max_model_len`` (default: the model's trained length)."""
-    spec, device = _model(d.model, base), _device(d)
+    spec, device = _model(d, base), _device(d)
     found = answer(spec, device, _question(d, None, concurrency))
     longest = found.verdict.max_context_tokens or 0
     return min(longest, d.max_model_len) if d.max_model_len else longest
@@ -445,10 +452,30 @@ def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
     return actual >= required
 
 
-def _model(name: str, base: Path) -> Any:
+def _model(d: Deployment, base: Path) -> Any:
+    """Deployment ``d``'s model: a catalog name (read as a name, never as a path), or a spec
+    file inside the budget's folder ``base``. An absolute path, or one that leaves the folder
+    (``..``, a symbolic link out of it), is refused: a budget from a pull request must not
+    make kvplan read files elsewhere (docs/ci.md, "What a budget may name")."""
     from kvplan.catalog.lookup import load_model
 
+    name = d.model
     candidate = base / name
-    if name.endswith((".yaml", ".yml", ".json")) or path_exists(candidate):
-        return load_model(candidate)
-    return load_model(name)
+    looks_like_path = name.endswith(_PATH_SUFFIXES) or name.startswith((".", "/", "~"))
+    if not (looks_like_path or Path(name).is_absolute() or path_exists(candidate)):
+        return load_model(name, paths=False)
+    inside = base.resolve()
+    try:
+        resolved = candidate.resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        resolved = Path("/")
+    if Path(name).is_absolute() or not resolved.is_relative_to(inside):
+        raise UnitError(
+            f"deployment {d.name!r}: model {abbreviate(name)}: a budget names catalog models,"
+            " or spec files inside its own folder; copy the spec beside the budget"
+        )
+    return load_model(resolved)
+
+
+#: What a budget's ``model:`` names as a file (a spec, a config.json, a GGUF)
+_PATH_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")

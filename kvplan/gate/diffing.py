@@ -7,7 +7,6 @@ revision, read with ``git show``), so a pull request can be reviewed against its
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,16 +76,7 @@ def _read(label: str) -> tuple[Any, Path]:
         return data, path
     if ":" in label and not label.startswith(("/", ".")):
         rev, _, file = label.partition(":")
-        try:
-            shown = subprocess.run(
-                ["git", "show", f"{rev}:{file}"], capture_output=True, check=True
-            ).stdout
-        except (OSError, ValueError, subprocess.CalledProcessError) as e:
-            detail = getattr(e, "stderr", b"") or str(e).encode()
-            message = detail.decode("utf-8", errors="replace").strip().splitlines()
-            raise SpecError(
-                label, [f"cannot read from git: {message[0] if message else e}"]
-            ) from None
+        shown = _git_show(label, rev, file)
         if len(shown) > TEXT_LIMIT_BYTES or b"\0" in shown[:8192]:
             raise SpecError(label, ["cannot read: not a text file of at most 64 MiB"])
         try:
@@ -98,6 +88,36 @@ def _read(label: str) -> tuple[Any, Path]:
 
     spec = load_model(label)
     return spec.model_dump(mode="json", exclude_none=True), path
+
+
+#: How long ``git show`` may take: a blob of 64 MiB is read in well under a second
+_GIT_TIMEOUT_S = 30.0
+
+
+def _git_show(label: str, rev: str, file: str) -> bytes:
+    """The bytes of ``file`` at ``rev``, by ``git show --end-of-options REV:FILE``: a revision
+    that starts with ``-`` is refused (it would be read as an option of git's), and the rest
+    can only be a revision. At most ``TEXT_LIMIT_BYTES`` + 1 bytes are read."""
+    from kvplan.programs import run_bounded
+
+    if not rev or rev.startswith("-") or not file:
+        raise SpecError(
+            label,
+            ["REV:path: a revision (HEAD~1, main, a tag) and a path; no revision starts with '-'"],
+        )
+    try:
+        done = run_bounded(
+            ["git", "show", "--end-of-options", f"{rev}:{file}"],
+            timeout_s=_GIT_TIMEOUT_S,
+            limit_bytes=TEXT_LIMIT_BYTES,
+        )
+    except (OSError, ValueError) as e:
+        raise SpecError(label, [f"cannot read from git: {e}"]) from None
+    if done.timed_out:
+        raise SpecError(label, [f"cannot read from git: no answer within {_GIT_TIMEOUT_S:g} s"])
+    if done.returncode != 0 and not done.too_large:
+        raise SpecError(label, [f"cannot read from git: {done.first_line()}"])
+    return done.stdout
 
 
 def _kind(data: Any) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -38,6 +37,8 @@ ROCM_SMI = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json")
 #: nvidia-smi answers in well under a second on a healthy node; a hung driver must not hang
 #: kvplan.
 TIMEOUT_S = 10.0
+#: What nvidia-smi or rocm-smi may print: a line a GPU, a few KiB for a node of 16
+OUTPUT_LIMIT_BYTES = 1024 * 1024
 
 #: The most a driver keeps out of the runtime's total: H100 469 MiB, A100 80GB 870 MiB, B300
 #: 925 MiB (nvidia-smi total minus torch total_memory). A printed total further above the
@@ -85,7 +86,7 @@ def parse_nvidia_smi(text: str) -> tuple[LocalGPU, ...]:
     devices = []
     for line in filter(None, (raw.strip() for raw in text.splitlines())):
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) not in (4, 5) or not fields[0].isdigit() or not fields[2].isdigit():
+        if len(fields) not in (4, 5) or not _digits(fields[0]) or not _digits(fields[2]):
             raise LocalGPUError(
                 f"nvidia-smi printed {line[:80]!r}, not 'index, name, memory.total [MiB],"
                 " memory.used [MiB], mig.mode.current'"
@@ -94,9 +95,9 @@ def parse_nvidia_smi(text: str) -> tuple[LocalGPU, ...]:
         devices.append(
             LocalGPU(
                 index=int(fields[0]),
-                name=fields[1],
+                name=_name(fields[1]),
                 memory_total_bytes=int(fields[2]) * MiB,
-                memory_used_bytes=int(used) * MiB if used.isdigit() else 0,
+                memory_used_bytes=int(used) * MiB if _digits(used) else 0,
                 mig_enabled=len(fields) == 5 and fields[4].lower() == "enabled",
             )
         )
@@ -111,7 +112,7 @@ def parse_rocm_smi(text: str) -> tuple[LocalGPU, ...]:
     is not that JSON or lists no card."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = text.strip().splitlines()[0][:80] if text.strip() else ""
         raise LocalGPUError(f"rocm-smi printed {first!r}, not JSON") from None
     cards = doc.items() if isinstance(doc, dict) else ()
@@ -122,38 +123,54 @@ def parse_rocm_smi(text: str) -> tuple[LocalGPU, ...]:
         name = card.get("Card Series", card.get("Card series"))
         total = str(card.get("VRAM Total Memory (B)", ""))
         used = str(card.get("VRAM Total Used Memory (B)", "0"))
-        if not key[4:].isdigit() or not isinstance(name, str) or not total.isdigit():
+        if not _digits(key[4:]) or not isinstance(name, str) or not _digits(total):
             raise LocalGPUError(
                 f"rocm-smi's {key} has no 'Card Series' and 'VRAM Total Memory (B)'"
             )
-        devices.append(LocalGPU(int(key[4:]), name, int(total), int(used) if used.isdigit() else 0))
+        devices.append(
+            LocalGPU(int(key[4:]), _name(name), int(total), int(used) if _digits(used) else 0)
+        )
     if not devices:
         raise LocalGPUError("rocm-smi listed no GPU")
     return tuple(sorted(devices, key=lambda d: d.index))
+
+
+def _digits(text: str) -> bool:
+    """A count as the tools print one: ASCII digits only (``isdigit`` alone takes ``²``),
+    at most 20 of them."""
+    return text.isascii() and text.isdigit() and len(text) <= 20
+
+
+def _name(text: str) -> str:
+    """A device name as printed, made safe to show: printable characters, at most 96."""
+    return "".join(c for c in text if c.isprintable())[:96] or "unnamed device"
 
 
 # --- running the tool --------------------------------------------------------------------------
 
 
 def run_tool(argv: Sequence[str], timeout_s: float = TIMEOUT_S) -> str | None:
-    """The stdout of ``argv``, or None when its program is not on PATH. Raises LocalGPUError
-    when it fails, times out or exits non-zero (its first line of output in the message)."""
+    """The stdout of ``argv``, decoded leniently, or None when its program is not on PATH.
+    Raises LocalGPUError when it fails, times out, prints more than ``OUTPUT_LIMIT_BYTES`` or
+    exits non-zero (its first line of output in the message)."""
+    from kvplan.programs import run_bounded
+
     program = shutil.which(argv[0])
     if program is None:
         return None
     try:
-        done = subprocess.run(
-            [program, *argv[1:]], capture_output=True, text=True, timeout=timeout_s, check=False
+        done = run_bounded(
+            [program, *argv[1:]], timeout_s=timeout_s, limit_bytes=OUTPUT_LIMIT_BYTES
         )
-    except subprocess.TimeoutExpired:
-        raise LocalGPUError(f"{argv[0]} did not answer within {timeout_s:g} s") from None
     except OSError as e:
         raise LocalGPUError(f"{argv[0]} could not run: {e.strerror or e}") from None
+    if done.timed_out:
+        raise LocalGPUError(f"{argv[0]} did not answer within {timeout_s:g} s")
+    if done.too_large:
+        raise LocalGPUError(f"{argv[0]} printed more than {OUTPUT_LIMIT_BYTES // 1024} KiB")
     if done.returncode != 0:
-        said = (done.stdout + "\n" + done.stderr).strip().splitlines()
-        why = said[0].strip() if said else "no output"
-        raise LocalGPUError(f"{argv[0]} failed (exit {done.returncode}): {why[:160]}")
-    return done.stdout
+        raise LocalGPUError(f"{argv[0]} failed (exit {done.returncode}): {done.first_line()}")
+    return done.stdout.decode("utf-8", errors="replace")
 
 
 def read_devices() -> tuple[str, tuple[LocalGPU, ...]]:
@@ -176,10 +193,20 @@ def local_gpus() -> LocalGPUs:
     return _local_gpus(os.environ.get("PATH", ""))
 
 
-@cache
 def _local_gpus(path: str) -> LocalGPUs:
-    tool, devices = read_devices()
-    return describe(tool, devices)
+    found = _read_once(path)
+    if isinstance(found, LocalGPUError):
+        raise found  # the same failure again, without running a hung tool twice
+    return found
+
+
+@cache
+def _read_once(path: str) -> LocalGPUs | LocalGPUError:
+    try:
+        tool, devices = read_devices()
+        return describe(tool, devices)
+    except LocalGPUError as e:
+        return e
 
 
 # --- from devices to the GPU to plan for -------------------------------------------------------

@@ -121,7 +121,7 @@ def _named(names: list[str]) -> list[ModelSpec]:
     found: list[ModelSpec] = []
     for name in names:
         try:
-            found.append(load_model(name))
+            found.append(load_model(name, paths=False))  # names a log prints, never paths
         except (KvplanError, OSError):  # a refused quant tag, a folder name of no model
             continue
     return found

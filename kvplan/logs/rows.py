@@ -216,7 +216,7 @@ def _model(
         return identify_model(text, path)
     error: ModelNotFoundError | None = None
     try:
-        return load_model(found)
+        return load_model(found, paths=False)  # a name the log prints, never a path
     except ModelNotFoundError as e:
         error = e
     except OSError:  # a name too long to probe as a path: no catalog name either

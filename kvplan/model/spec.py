@@ -50,7 +50,7 @@ from kvplan.model.limits import (
     WeightBytes,
 )
 from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
-from kvplan.validation import read_yaml
+from kvplan.validation import check_kind, read_yaml
 
 
 def _key(description: str, default: Any = MISSING, **bounds: int) -> Any:
@@ -570,6 +570,7 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
     if not isinstance(data, Mapping):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise SpecError(path, [f"a spec must be a mapping of keys to values, this is {kind}"])
+    check_kind(dict(data), path, _DEFAULTS, "docs/spec.md")
     if "name" not in data:
         data = {"name": Path(path).stem, **data}
     from kvplan.model.spec_schema import validated_spec
