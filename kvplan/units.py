@@ -233,6 +233,11 @@ def parse_bytes(text: str | int) -> int:
     number, unit = m.group(1), m.group(2)
     _check_digits(number, text, "memory size")
     if unit in ("", "B"):
+        if "." in number:  # bytes come whole: 1.5 is no byte count, 1.5GiB is
+            raise UnitError(
+                f"cannot read memory size {abbreviate(text)}: bytes are whole; did you mean"
+                f" {number}GiB or {number}GB?"
+            )
         scale = 1
     elif unit in _BINARY_UNITS:
         scale = _BINARY_UNITS[unit]

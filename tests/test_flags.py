@@ -213,9 +213,12 @@ def test_tp_that_does_not_divide_the_heads_never_fits_a_sharding_engine(tp: str)
         assert engines[name]["fits"] is False, name
         assert engines[name]["flags"] == [], name
         assert "32 attention heads" in engines[name]["reason"], name
-    # llama.cpp splits layers, not heads: it can use any number of GPUs
-    assert engines["llama.cpp"]["fits"] is True
-    assert code == 0
+    # llama.cpp splits layers, not heads: any number of GPUs up to GGML_CUDA_MAX_DEVICES, 16
+    llama = engines["llama.cpp"]
+    assert llama["fits"] is (tp == "3")
+    if tp == "64":
+        assert "llama.cpp splits over at most 16" in llama["reason"]
+    assert code == (0 if tp == "3" else 1)
 
 
 def test_tp_miss_for_the_one_engine_asked_exits_1() -> None:

@@ -10,6 +10,7 @@ of its content.
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,64 @@ def test_a_log_names_a_model_it_never_opens(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "in the log is not in the catalog" in result.stderr
     assert "qwen3" not in result.output.lower()
+
+
+# --- bounds, and nothing nonsensical taken as "not given" ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "-e", "vllm",
+         "--num-gpu-blocks-override", str(2**64)],
+        ["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "-e", "llama.cpp", "-ncmoe",
+         str(2**64)],
+        ["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "-n", str(2**40)],
+        ["calc", "llama-3.1-8b", "-c", "8K", "-np", str(2**33)],
+    ],
+    ids=["blocks override", "n-cpu-moe", "concurrency", "sequences"],
+)
+def test_every_whole_number_option_has_a_ceiling(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.endswith(": at most 4,294,967,296\n")
+    assert result.stderr.count("\n") == 1
+
+
+def test_layers_of_experts_past_the_model_add_no_work() -> None:
+    # -ncmoe 2^32 once built 2^32 override patterns (minutes); past the layers it is all of them
+    many = ["plan", "gpt-oss-20b", "--gpu", "h100", "-c", "8K", "-e", "llama.cpp"]
+    every = runner.invoke(app, [*many, "-ncmoe", str(2**32), "-f", "json"])
+    layers = runner.invoke(app, [*many, "-ncmoe", "24", "-f", "json"])
+    assert every.exit_code == layers.exit_code == 0
+    first, second = (
+        [(d["device"], d["model_bytes"]) for d in json.loads(r.stdout)["devices"]]
+        for r in (every, layers)
+    )
+    assert first == second
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "--overhead", ""], "--overhead"),
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "--kv-cache-memory", ""],
+         "--kv-cache-memory"),
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "32K", "--mean-length", ""],
+         "--mean-length"),
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "32K", "--p99-length", ""],
+         "--p99-length"),
+        (["perf", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "--prompt", ""], "--prompt"),
+        (["calc", "llama-3.1-8b", "-c", ""], "--context"),
+        (["plan", "llama-3.1-8b", "--gpu-memory", "1.5", "-c", "8K"], "--gpu-memory"),
+        (["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "8K", "-e", "llama.cpp", "-np", "300"],
+         "-np 300"),
+        (["calc", "llama-3.1-8b", "-c", "8K", "-e", "llama.cpp", "--engine-version",
+          "b9999999999999999999"], "--engine-version"),
+    ],
+)
+def test_an_empty_or_nonsense_value_is_refused_not_dropped(args: list[str], named: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"kvplan: error: {named}")
+    assert result.stderr.count("\n") == 1

@@ -170,6 +170,6 @@ def llamacpp_build(version: str | None) -> int | None:
     if version is None:
         return None
     digits = version.strip().lower().removeprefix("b")
-    if not digits.isdigit():
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 7:
         raise UnitError(f"--engine-version: a llama.cpp build number (b5781), got {version!r}")
     return int(digits)

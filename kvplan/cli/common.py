@@ -8,6 +8,7 @@ annotations`` here or in any command module: typer would evaluate the string ann
 several times per command on every start.
 """
 
+import functools
 import json
 import os
 import sys
@@ -236,9 +237,43 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
+#: The largest whole number any option takes (a count of GPUs, sequences, blocks, layers,
+#: pixels): far above every real value, low enough that no loop or buffer sized by one runs
+#: unbounded. An option with a tighter rule of its engine's says so itself.
+MAX_OPTION_INT = 2**32
+
+
 def command(name: str) -> Callable[[F], F]:
-    """Register a command on ``app`` under ``name``, with its exit codes as the epilog."""
-    return app.command(name=name, epilog=exit_codes_epilog(name))
+    """Register a command on ``app`` under ``name``, with its exit codes as the epilog; every
+    whole-number option is refused past ``MAX_OPTION_INT`` before the command runs."""
+    register = app.command(name=name, epilog=exit_codes_epilog(name))
+
+    def decorate(fn: F) -> F:
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            for key, value in kwargs.items():
+                if type(value) is int and abs(value) > MAX_OPTION_INT:
+                    fail(f"{_flag_of(key)} {value}: at most {MAX_OPTION_INT:,}")
+            return fn(*args, **kwargs)
+
+        register(functools.update_wrapper(bounded, fn))  # typer reads fn's signature
+        return fn
+
+    return decorate
+
+
+def _flag_of(name: str) -> str:
+    """The longest spelling of the running command's parameter ``name`` (``--n-cpu-moe``)."""
+    import importlib
+
+    try:
+        where = importlib.import_module("typer._click.globals")
+    except ImportError:  # typer < 0.28: the click package
+        where = importlib.import_module("click")
+    ctx = where.get_current_context(silent=True)
+    for param in getattr(getattr(ctx, "command", None), "params", ()):
+        if param.name == name and param.opts:
+            return str(max(param.opts, key=len))
+    return name
 
 
 def order_commands() -> None:

@@ -178,7 +178,8 @@ def llamacpp_ask(a: dict[str, Any], common: dict[str, Any]) -> "LlamaCppAsk":
 
     kv = common["kv_cache_dtype"]
     wired = a["wired_limit_mb"]
-    split = option("--tensor-split", _split, a["tensor_split"]) if a["tensor_split"] else None
+    ts = a["tensor_split"]
+    split = option("--tensor-split", _split, ts) if ts is not None else None
     return LlamaCppAsk(
         model=str(a["model"]),
         n_ctx=common["max_model_len"],

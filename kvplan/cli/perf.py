@@ -120,7 +120,7 @@ def perf(
             device,
             context_tokens=tokens_option("--context", context),
             concurrency=concurrency,
-            prompt_tokens=tokens_option("--prompt", prompt) if prompt else None,
+            prompt_tokens=tokens_option("--prompt", prompt) if prompt is not None else None,
             tensor_parallel_size=tensor_parallel_size,
             kv_cache_dtype=auto_none(kv_cache_dtype),
             bandwidth_efficiency=_efficiency("--bandwidth-efficiency", bandwidth_efficiency),

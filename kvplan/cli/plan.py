@@ -313,7 +313,7 @@ def plan_command(
 def _tokens(name: str, text: str | None) -> int | None:
     from kvplan.units import parse_tokens
 
-    return option(name, parse_tokens, text) if text else None
+    return option(name, parse_tokens, text) if text is not None else None
 
 
 #: plan's options that only llama.cpp reads, as llama.cpp spells them
@@ -366,7 +366,7 @@ def _common(a: dict[str, Any]) -> dict[str, Any]:
         "dtype": a["dtype"],
         "quantization": a["quantization"],
         "overhead_bytes": option("--overhead", parse_bytes, a["overhead"])
-        if a["overhead"]
+        if a["overhead"] is not None
         else None,
         "block_size": a["block_size"],
         "shared_prefix_tokens": option("--shared-prefix", parse_tokens, a["shared_prefix"]),
@@ -402,7 +402,7 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
         pipeline_parallel_size=a["pipeline_parallel_size"],
         kv_cache_memory_bytes=(
             option("--kv-cache-memory", parse_bytes, a["kv_cache_memory"])
-            if a["kv_cache_memory"]
+            if a["kv_cache_memory"] is not None
             else None
         ),
         max_num_seqs=a["max_num_seqs"],
@@ -417,7 +417,9 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
         version=a["engine_version"],
         llamacpp=llamacpp_ask(a, common) if engine == "llama.cpp" else None,
         max_position_embeddings=(
-            option("--hf-overrides", parse_hf_overrides, overrides) if overrides else None
+            option("--hf-overrides", parse_hf_overrides, overrides)
+            if overrides is not None
+            else None
         ),
         device_fixed=a["gpu_memory"] is not None,
         **{name: a[name] for name in _VLLM_FLAGS},

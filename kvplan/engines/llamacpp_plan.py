@@ -242,7 +242,18 @@ def _share(s: Fraction) -> str:
     return str(s.numerator) if s.denominator == 1 else str(float(s))
 
 
+#: ``GGML_CUDA_MAX_DEVICES`` (ggml-cuda/common.cuh): the most GPUs llama.cpp splits over
+MAX_DEVICES = 16
+
+
 def _checked(spec: ModelSpec, ask: LlamaCppAsk) -> None:
+    if ask.n_seq_max > LLAMA_MAX_SEQ:
+        raise UnitError(
+            f"-np {ask.n_seq_max}: llama.cpp serves at most {LLAMA_MAX_SEQ} sequences"
+            " (LLAMA_MAX_SEQ)"
+        )
+    if ask.num_gpus > MAX_DEVICES:
+        raise UnitError(f"{ask.num_gpus} GPUs: llama.cpp splits over at most {MAX_DEVICES}")
     if ask.split_mode not in SPLIT_MODES:
         raise UnitError(f"--split-mode {ask.split_mode!r}: allowed {', '.join(SPLIT_MODES)}")
     if ask.flash_attn not in ("on", "off", "auto"):
@@ -340,7 +351,9 @@ def _moved(spec: ModelSpec, ask: LlamaCppAsk) -> list[dict[int | None, int]]:
     from kvplan.engines.llamacpp_layout import layer_weights
 
     overrides = off.parse_overrides(ask.tensor_overrides)
-    overrides += off.moe_overrides(cpu_moe=ask.cpu_moe, n_cpu_moe=ask.n_cpu_moe)
+    # past the model's layers every layer's experts are on the host already: no more patterns
+    n_cpu_moe = min(ask.n_cpu_moe, spec.num_hidden_layers)
+    overrides += off.moe_overrides(cpu_moe=ask.cpu_moe, n_cpu_moe=n_cpu_moe)
     if not overrides:
         return []
     tensors = off.layer_tensors(spec, layer_weights(spec).layers_bytes, _gguf_path(ask))
