@@ -273,3 +273,19 @@ def test_an_empty_or_nonsense_value_is_refused_not_dropped(args: list[str], name
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"kvplan: error: {named}")
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("entry", [None, ["full_attention"], {"kind": "x"}, 7])
+@pytest.mark.parametrize("family", ["qwen3-coder-30b-a3b", "phi-1"])
+def test_a_layer_kind_that_is_no_string_is_one_error(
+    entry: object, family: str, tmp_path: Path
+) -> None:
+    # layer_types: [null, ...] ended in a KeyError: the entry None read as "none found"
+    config = json.loads((ROOT / "tests" / "fixtures" / "hf" / family / "config.json").read_text())
+    n = config["num_hidden_layers"]
+    config["layer_types"] = ["full_attention"] * (n - 1) + [entry]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = runner.invoke(app, ["calc", str(tmp_path), "-c", "8K"])
+    assert result.exit_code == 2, result.output
+    assert f"layer_types.{n - 1}: unknown kind" in result.stderr
+    assert result.stderr.count("\n") == 1

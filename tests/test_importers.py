@@ -334,7 +334,7 @@ LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4
         ),
         (
             {**LLAMA, "layer_types": [{"a": 1}, "full_attention"]},
-            "layer_types: unknown kind a dict; allowed:",
+            "layer_types.0: unknown kind a dict; allowed:",
         ),
         (
             {**LLAMA, "num_hidden_layers": 10**9},

@@ -8,7 +8,7 @@ Family modules (``kvplan.importers.families``) build rules from these parts and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,23 @@ def kv_heads_mha(r: Reading) -> int | None:
     return None
 
 
+def check_kinds(given: Sequence[object], allowed: Iterable[str]) -> None:
+    """Raise SpecError naming the first entry of ``layer_types`` that is not one of
+    ``allowed`` (a string: ``null``, a list or a mapping are no kind), and how many more."""
+    names = tuple(allowed)
+    # the index, not the entry, says whether one was found: an entry may itself be None
+    bad = [i for i, k in enumerate(given) if not isinstance(k, str) or k not in names]
+    if bad:
+        more = f" (and {len(bad) - 1:,} more)" if len(bad) > 1 else ""
+        raise SpecError(
+            "",
+            [
+                f"layer_types.{bad[0]}: unknown kind {abbreviate(given[bad[0]])}{more};"
+                f" allowed: {', '.join(names)}"
+            ],
+        )
+
+
 def layers_explicit(r: Reading, n: int) -> bool:
     """Use ``layer_types`` when the file states it (transformers >= 4.53 writes it); True when
     it did. Raises SpecError for a list of the wrong length or an unknown kind."""
@@ -61,15 +78,7 @@ def layers_explicit(r: Reading, n: int) -> bool:
         return False
     if len(given) != n:
         raise SpecError("", [f"layer_types: has {len(given):,} entries but {n} layers"])
-    unknown = next((k for k in given if not isinstance(k, str) or k not in STATED_KINDS), None)
-    if unknown is not None:
-        raise SpecError(
-            "",
-            [
-                f"layer_types: unknown kind {abbreviate(unknown)};"
-                f" allowed: {', '.join(STATED_KINDS)}"
-            ],
-        )
+    check_kinds(given, STATED_KINDS)
     kinds = [STATED_KINDS[k] for k in given]
     r.spec["layer_types"] = kinds
     if "sliding_attention" in kinds:

@@ -12,7 +12,7 @@ from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count, decoder, linear, mlp, norm, plain, shapes, size
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
-from kvplan.importers.rules import Rule
+from kvplan.importers.rules import Rule, check_kinds
 
 FAMILY = "lfm2"
 
@@ -22,11 +22,11 @@ _KINDS = {"conv": "short_conv", "full_attention": "full_attention"}
 def layers_lfm2(r: Reading, n: int) -> None:
     given = r.config.get("layer_types")
     if isinstance(given, list) and given:
-        unknown = next((k for k in given if k not in _KINDS), None)
-        if len(given) != n or unknown is not None:
+        if len(given) != n:
             raise SpecError(
                 "", [f"layer_types: needs one of conv, full_attention for each of {n} layers"]
             )
+        check_kinds(given, _KINDS)
         r.spec["layer_types"] = [_KINDS[k] for k in given]
         return
     # Lfm2Config: without layer_types, full_attn_idxs names the attention layers (all of them

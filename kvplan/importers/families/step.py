@@ -20,9 +20,8 @@ from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
-from kvplan.importers.rules import UNIFORM_KINDS, Rule
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds
 from kvplan.model.limits import MAX_DIM
-from kvplan.units import abbreviate
 
 FAMILY = "step"
 
@@ -109,15 +108,7 @@ def _step3p5_kinds(r: Reading, n: int) -> list[str]:
         kinds = list(as_list(given, "layer_types")[:n])
         if len(kinds) != n:
             raise SpecError("", [f"layer_types: has {len(kinds)} entries but {n} layers"])
-        unknown = next((k for k in kinds if k not in _STEP3P5_KINDS), None)
-        if unknown is not None:
-            raise SpecError(
-                "",
-                [
-                    f"layer_types: unknown kind {abbreviate(unknown)};"
-                    f" allowed: {', '.join(_STEP3P5_KINDS)}"
-                ],
-            )
+        check_kinds(kinds, _STEP3P5_KINDS)
     if r.config.get("sliding_window") is None:
         return ["full_attention"] * n
     return kinds
