@@ -289,3 +289,18 @@ def test_a_layer_kind_that_is_no_string_is_one_error(
     assert result.exit_code == 2, result.output
     assert f"layer_types.{n - 1}: unknown kind" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("version", [None, "0.x.y"])
+def test_a_log_without_a_readable_version_says_whose_rules_read_it(
+    version: str | None, tmp_path: Path
+) -> None:
+    log = (ROOT / "tests" / "data" / "logs" / "vllm-0.19-llama-3.1-8b-tp1.log").read_text()
+    lines = [line for line in log.splitlines() if "LLM engine (v" not in line]
+    if version is not None:
+        lines.insert(0, f"INFO vLLM API server version {version}")
+    (tmp_path / "vllm.log").write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["reconcile", str(tmp_path / "vllm.log"), "-f", "json"])
+    assert result.exit_code in (0, 1), result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert any("read with vLLM 0.32's rules" in note for note in notes), notes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -45,15 +46,20 @@ def _vllm(
 ) -> Reconciliation:
     from kvplan.engines import vllm
 
-    version = (
-        _find(r"LLM engine \(v([\d.]+)", text)
-        or _find(r"vLLM API server version v?([\d.]+)", text)
-        or vllm.DEFAULT_VERSION
-    ).strip(".")
+    printed = _find(r"LLM engine \(v([\d.]+)", text) or _find(
+        r"vLLM API server version v?([\d.]+)", text
+    )
+    version = (printed or vllm.DEFAULT_VERSION).strip(".")
     try:
         choice = vllm.resolve_version(version)
     except UnknownEngineError:
-        choice = vllm.resolve_version(None)
+        newest = vllm.resolve_version(None)
+        why = f"prints version {abbreviate(printed)}, which no modelled line covers"
+        choice = replace(newest, note=f"the log {why}: read with vLLM {newest.line}'s rules")
+    else:
+        if printed is None:  # say so: the rules below are the newest line's
+            why = "prints no vLLM version"
+            choice = replace(choice, note=f"the log {why}: read with vLLM {choice.line}'s rules")
     spec = _model(
         _find(r"model='([^']+)'", text) or _find(r"'model': '([^']+)'", text), given_model, path
     )
