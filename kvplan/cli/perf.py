@@ -233,8 +233,10 @@ ChartOutOpt = Annotated[
     ),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --output.")]
-WidthOpt = Annotated[int, typer.Option("--width", min=30, help="Terminal chart columns.")]
-HeightOpt = Annotated[int, typer.Option("--height", min=8, help="Terminal chart rows.")]
+WidthOpt = Annotated[
+    int, typer.Option("--width", min=30, max=1000, help="Terminal chart columns.")
+]
+HeightOpt = Annotated[int, typer.Option("--height", min=8, max=500, help="Terminal chart rows.")]
 
 
 @command("chart")
