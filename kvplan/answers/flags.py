@@ -42,7 +42,6 @@ from kvplan.arguments import as_fraction, as_int, as_parallel, as_tokens
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
-from kvplan.engines.llamacpp_plan import LLAMA_MAX_SEQ
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -481,7 +480,10 @@ def _llamacpp(t: _Target) -> EngineFlags:
         type_k=cache_type,
         type_v=cache_type,
     )
-    plan = budget(t.spec, t.gpu, ask)
+    try:
+        plan = budget(t.spec, t.gpu, ask)
+    except UnitError as e:  # a setting llama.cpp itself refuses (-np past 256, 17 GPUs)
+        return _refused("llama.cpp", t, cache, str(e))
     index, fullest = max(enumerate(plan.layout.gpus), key=lambda g: g[1].total_bytes)
     required = fullest.total_bytes + plan.headroom_bytes
     fits = plan.fits
@@ -519,9 +521,8 @@ def _llamacpp(t: _Target) -> EngineFlags:
 
 
 def _llamacpp_limits(t: _Target) -> str:
-    """Why llama.cpp cannot take ``-np N -c N x L`` at all ("" when it can)."""
-    if t.n > LLAMA_MAX_SEQ:
-        return f"-np {t.n}: llama.cpp serves at most {LLAMA_MAX_SEQ} sequences"
+    """Why llama.cpp cannot take ``-c N x L`` at all ("" when it can); ``-np`` past
+    ``LLAMA_MAX_SEQ`` and too many GPUs are ``llamacpp_plan.budget``'s to refuse."""
     if t.n * t.length >= 2**32:
         return f"-c {t.n * t.length}: beyond llama.cpp's 32-bit n_ctx"
     return ""

@@ -462,7 +462,7 @@ def _model(d: Deployment, base: Path) -> Any:
     name = d.model
     candidate = base / name
     looks_like_path = name.endswith(_PATH_SUFFIXES) or name.startswith((".", "/", "~"))
-    if not (looks_like_path or Path(name).is_absolute() or path_exists(candidate)):
+    if not (looks_like_path or path_exists(candidate)):
         return load_model(name, paths=False)
     inside = base.resolve()
     try:
