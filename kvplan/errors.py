@@ -6,6 +6,8 @@ The library raises these; the command line turns them into exit codes at its edg
     KvplanError                      root of everything kvplan raises on purpose
     ├── SpecError (ValueError)       an input file is invalid: a model spec, a length mix
     ├── UnitError (ValueError)       a size, token count, dtype or setting cannot be used
+    │   └── ArgumentTypeError (TypeError)
+    │                                an argument of a public function has the wrong type
     ├── ModelNotFoundError (LookupError)
     │   │                            no bundled model has that name, HF id or alias
     │   ├── NameRefusedError         a variant's name that differs from its catalog entry
@@ -53,6 +55,15 @@ class SpecError(KvplanError, ValueError):
 
 class UnitError(KvplanError, ValueError):
     """A size, token count or dtype string cannot be read."""
+
+
+class ArgumentTypeError(UnitError, TypeError):
+    """An argument of a public function has the wrong type (``None`` for a spec, ``True`` or
+    ``1.5`` for a count); the message names the parameter and what it takes.
+
+    A ``TypeError``, as Python's own functions raise for a wrong type, and a ``UnitError``, so
+    ``except KvplanError`` (and the command line's edge) still catch every refusal at once.
+    """
 
 
 class UnavailableError(KvplanError):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
-from kvplan.errors import UnitError
+from kvplan.errors import ArgumentTypeError, UnitError
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -41,6 +41,18 @@ class DType:
     name: str
     block_values: int
     block_bytes: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ArgumentTypeError(f"name: expected a str, got {type(self.name).__name__}")
+        for field, value in (
+            ("block_values", self.block_values),
+            ("block_bytes", self.block_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ArgumentTypeError(f"{field}: expected an integer, got {type(value).__name__}")
+            if not 1 <= value <= 1 << 20:
+                raise UnitError(f"{field}: must be 1 to 1,048,576, got {abbreviate(value)}")
 
     def row_bytes(self, num_values: int) -> int:
         """Bytes of one row of ``num_values`` values (whole blocks, scales counted)."""
@@ -123,7 +135,9 @@ _LOOKUP: dict[str, DType] = {
 def resolve_dtype(name: str) -> DType:
     """The DType called ``name`` (canonical or alias, case-insensitive)."""
     if not isinstance(name, str):
-        raise UnitError(f"a dtype is a name such as 'bfloat16', not {abbreviate(name)}")
+        raise ArgumentTypeError(
+            f"name: a dtype is a name such as 'bfloat16', not {abbreviate(name)}"
+        )
     found = _LOOKUP.get(name) or _LOOKUP.get(name.strip().lower())
     if found is None:
         raise UnitError(f"unknown dtype {abbreviate(name)}; allowed: {dtype_names()}")
@@ -157,7 +171,9 @@ def abbreviate(value: object) -> str:
 def _number_text(text: object, what: str) -> str:
     """``text`` when it is a string short enough to read; UnitError otherwise."""
     if not isinstance(text, str):
-        raise UnitError(f"{what}: expected an integer or a string, got {type(text).__name__}")
+        raise ArgumentTypeError(
+            f"{what}: expected an integer or a string, got {type(text).__name__}"
+        )
     if len(text) > _MAX_TEXT_CHARS:
         raise UnitError(
             f"cannot read {what} {abbreviate(text)}: longer than {_MAX_TEXT_CHARS} characters"
@@ -196,7 +212,8 @@ def parse_tokens(text: str | int) -> int:
 
     This is vLLM's documented reading of ``--max-model-len``: lower-case suffixes are
     powers of 1000, upper-case powers of 1024. At most ``MAX_DIGITS`` digits; a bool, a float
-    or any other type is refused (UnitError), as is a negative int.
+    or any other type is refused (ArgumentTypeError, a TypeError), a negative int
+    (UnitError).
     """
     if isinstance(text, int) and not isinstance(text, bool):
         return _check_int(text, "token count")
@@ -222,7 +239,8 @@ def parse_bytes(text: str | int) -> int:
 
     ``80G`` is refused: it is ambiguous, and GPU vendors and engines disagree on it.
     Fractions are allowed where the result is exact to the byte floor (``1.5GiB``). At most
-    ``MAX_DIGITS`` digits; a bool, a float or any other type is refused (UnitError).
+    ``MAX_DIGITS`` digits; a bool, a float or any other type is refused (ArgumentTypeError, a
+    TypeError).
     """
     if isinstance(text, int) and not isinstance(text, bool):
         return _check_int(text, "memory size")
@@ -277,7 +295,12 @@ def format_bytes(num_bytes: int) -> str:
     """Binary units, labelled: ``512 B``, ``1.50 KiB``, ``16.00 GiB``.
 
     Integer arithmetic (hundredths rounded half to even), so any int is shown, however large.
+    Anything but an int (a float, a bool) raises ArgumentTypeError.
     """
+    if isinstance(num_bytes, bool) or not isinstance(num_bytes, int):
+        raise ArgumentTypeError(
+            f"num_bytes: expected an integer of bytes, got {type(num_bytes).__name__}"
+        )
     magnitude = abs(num_bytes)
     if magnitude < KiB:
         return f"{num_bytes} B"
