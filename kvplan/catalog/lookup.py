@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from kvplan.arguments import as_flag, wrong_type
 from kvplan.errors import UnitError
 from kvplan.files import bundled_dir, is_file, path_exists
 from kvplan.model.spec import ModelSpec, load_spec
@@ -68,8 +69,12 @@ def load_model(model: str | Path, *, paths: bool = True) -> ModelSpec:
     reads names only, never a file: for a name found inside an input file (a log's
     ``model=``), which must not make kvplan open another file. Raises ModelNotFoundError
     with the closest names when nothing matches (NameRefusedError for a variant that differs
-    from its catalog entry), and SpecError when a file is invalid.
+    from its catalog entry), SpecError when a file is invalid, ArgumentTypeError (a TypeError)
+    for a model that is neither a str nor a Path.
     """
+    if not isinstance(model, str | Path):
+        raise wrong_type("model", "a model's name or a path", model)
+    as_flag(paths, "paths")
     text = str(model)
     path = Path(text)
     if not paths:
@@ -129,10 +134,11 @@ def _read_name(text: str, known: dict[str, ModelSpec]) -> ModelSpec:
     return spec.with_provenance(*reading.provenance, resolved_from=text)
 
 
-def as_spec(model: ModelSpec | str | Path) -> ModelSpec:
-    """A ModelSpec as given, or the one a name or path resolves to."""
+def as_spec(model: object, name: str = "spec") -> ModelSpec:
+    """A ModelSpec as given, or the one a name or path resolves to; ``name`` is the parameter
+    named by the ArgumentTypeError (a TypeError) that anything else raises."""
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (str, Path)):
         return load_model(model)
-    raise UnitError(f"model: expected a ModelSpec or a model name, got {type(model).__name__}")
+    raise wrong_type(name, "a ModelSpec or a model's name", model)

@@ -17,6 +17,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kvplan.arguments import (
+    as_instance,
+    as_int,
+    check_flags,
+    check_ints,
+    check_names,
+    check_strs,
+)
 from kvplan.errors import KvplanError, SpecError, closest
 
 #: Where the allowed keys of a GPU file are listed, named in its errors.
@@ -51,6 +59,19 @@ class GPU:
     unified_memory: bool = False
     driver_names: tuple[str, ...] = ()
     fp4_flops: int | None = None  # dense fp4 tensor peak (Blackwell, MI355X); None without
+
+    def __post_init__(self) -> None:
+        check_strs(
+            name=self.name, display_name=self.display_name, vendor=self.vendor, source=self.source
+        )
+        check_ints(
+            memory_bytes=self.memory_bytes,
+            bandwidth_bytes_per_s=self.bandwidth_bytes_per_s,
+            bf16_flops=self.bf16_flops,
+        )
+        check_ints(optional=True, fp8_flops=self.fp8_flops, fp4_flops=self.fp4_flops)
+        check_flags(unified_memory=self.unified_memory)
+        check_names(aliases=self.aliases, driver_names=self.driver_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +225,13 @@ def custom_gpu(memory_bytes: int, base: GPU | None = None) -> GPU:
     """A device described by its memory alone (named by it: ``a 16.00 GiB device``), or a
     catalog GPU with its memory replaced (``NVIDIA L4 24GB, 20.00 GiB given``).
 
-    Raises UnitError unless ``memory_bytes`` is an integer of at least 1 byte."""
-    from kvplan.arguments import as_int
+    Raises UnitError unless ``memory_bytes`` is an integer of at least 1 byte (a wrong type:
+    ArgumentTypeError, a TypeError)."""
     from kvplan.units import format_bytes
 
-    as_int(memory_bytes, "gpu memory", minimum=1)
+    as_int(memory_bytes, "memory_bytes", minimum=1)
+    if base is not None:
+        as_instance(base, GPU, "base", "a GPU or None")
     shown = format_bytes(memory_bytes)  # binary units, labelled: 16GiB -> "16.00 GiB"
     if base is not None:
         return replace(

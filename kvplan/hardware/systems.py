@@ -17,6 +17,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kvplan.arguments import (
+    as_instance,
+    as_str,
+    check_flags,
+    check_ints,
+    check_names,
+    check_strs,
+    wrong_type,
+)
 from kvplan.errors import KvplanError, SpecError, closest
 from kvplan.hardware.gpus import GPU, catalog_gpu, gpu_specs_dir, normalize_gpu_name
 
@@ -39,6 +48,17 @@ class System:
     rents_by_node: bool
     source: str
     aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_strs(name=self.name, display_name=self.display_name, source=self.source)
+        as_instance(self.gpu, GPU, "gpu", "a GPU")
+        check_ints(minimum=1, gpus_per_node=self.gpus_per_node, scale_up_gpus=self.scale_up_gpus)
+        check_ints(
+            scale_up_bytes_per_s=self.scale_up_bytes_per_s,
+            scale_out_bytes_per_s=self.scale_out_bytes_per_s,
+        )
+        check_flags(rents_by_node=self.rents_by_node)
+        check_names(aliases=self.aliases)
 
     @property
     def max_tensor_parallel_size(self) -> int:
@@ -74,13 +94,23 @@ def list_systems() -> tuple[System, ...]:
 
 def find_system(name: str) -> System:
     """A catalog system by name or alias (compared as ``normalize_gpu_name`` keys).
-    Raises UnknownSystemError with the nearest names."""
-    key = normalize_gpu_name(name)
+    Raises UnknownSystemError with the nearest names (ArgumentTypeError for a non-str)."""
+    key = normalize_gpu_name(as_str(name, "name", "a system's name (a str)"))
     known = _catalog()[1]
     if key in known:
         return known[key]
     close = closest(key, list(known), limit=6, cutoff=0.5)
     raise UnknownSystemError(name, list(dict.fromkeys(known[c].name for c in close))[:3])
+
+
+def as_system(system: object, name: str = "system") -> System:
+    """A System as given, or the catalog system a name resolves to (``find_system``); anything
+    else raises ArgumentTypeError (a TypeError) naming the parameter ``name``."""
+    if isinstance(system, System):
+        return system
+    if isinstance(system, str):
+        return find_system(system)
+    raise wrong_type(name, "a System or a system's name", system)
 
 
 def system_for_gpu(gpu: GPU) -> System | None:
