@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvplan.arguments import as_instance, as_optional_str, as_str
 from kvplan.errors import UnitError
 from kvplan.model.spec import ModelSpec
 from kvplan.units import FLOAT_DTYPES, DType, kv_dtype_name, resolve_dtype
@@ -51,12 +52,12 @@ class CacheDTypes(NamedTuple):
         return kv_dtype_name(self.k, self.v)
 
 
-def _explicit(dtype: str | None) -> str | None:
+def _explicit(dtype: str | None, name: str) -> str | None:
+    """The dtype named by the parameter ``name``; None for ``auto`` or not given."""
     if dtype is None:
         return None
-    if not isinstance(dtype, str):
-        raise UnitError(f"a dtype is a name such as 'bfloat16' or 'fp8', not {dtype!r}")
-    return None if dtype.strip().lower() == "auto" else dtype
+    text = as_str(dtype, name, "a dtype's name such as 'bfloat16' or 'fp8', or None")
+    return None if text.strip().lower() == "auto" else text
 
 
 def _transformers_major(version: str | None) -> int:
@@ -74,13 +75,14 @@ def served_dtype(
     engine_version: str | None = None,
 ) -> tuple[DType, str]:
     """The dtype the model runs in under ``engine``, and why (one phrase)."""
-    given = _explicit(dtype)
+    as_instance(spec, ModelSpec, "spec", "a ModelSpec")
+    as_str(engine, "engine")
+    as_optional_str(engine_version, "engine_version")
+    given = _explicit(dtype, "dtype")
     if given is not None:
         found = resolve_dtype(given)
         if found.name not in FLOAT_DTYPES:
-            raise UnitError(
-                f"dtype {given!r}: a model runs in one of {', '.join(FLOAT_DTYPES)}"
-            )
+            raise UnitError(f"dtype {given!r}: a model runs in one of {', '.join(FLOAT_DTYPES)}")
         return found, f"--dtype {found.name}"
     checkpoint = spec.torch_dtype
     if engine == "transformers":
@@ -88,9 +90,7 @@ def served_dtype(
             return resolve_dtype("float32"), (
                 "transformers 4.x loads in torch's default float32 unless torch_dtype is given"
             )
-        return resolve_dtype(checkpoint), (
-            "transformers v5 loads the checkpoint's torch_dtype"
-        )
+        return resolve_dtype(checkpoint), ("transformers v5 loads the checkpoint's torch_dtype")
     if engine not in _ENGINES:
         raise UnitError(f"unknown engine {engine!r}; allowed: {', '.join(_ENGINES)}")
     if checkpoint == "float32":
@@ -118,11 +118,12 @@ def cache_dtypes(
 
     ``kv_cache_dtype`` sets both K and V (``auto``/None: the run dtype); ``k_dtype`` and
     ``v_dtype`` override one side, as llama.cpp's ``-ctk``/``-ctv`` do; ``dtype`` is the
-    engine's ``--dtype`` (the run dtype). Raises UnitError for an unknown name.
+    engine's ``--dtype`` (the run dtype). Raises UnitError for an unknown name, ArgumentTypeError
+    (a TypeError) for an argument of the wrong type.
     """
     model, why = served_dtype(spec, engine, dtype=dtype, engine_version=engine_version)
-    both = _explicit(kv_cache_dtype)
-    k_name, v_name = _explicit(k_dtype) or both, _explicit(v_dtype) or both
+    both = _explicit(kv_cache_dtype, "kv_cache_dtype")
+    k_name, v_name = _explicit(k_dtype, "k_dtype") or both, _explicit(v_dtype, "v_dtype") or both
     if k_name is None and v_name is None:
         return CacheDTypes(model, model, model, why)
     k = resolve_dtype(k_name) if k_name is not None else model

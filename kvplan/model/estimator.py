@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kvplan.arguments import as_int, as_tokens
+from kvplan.arguments import as_instance, as_int, as_optional_str, as_tokens
 from kvplan.model import dtypes as _dtypes
 from kvplan.model.layers import LayerCache, LayerTerm
 from kvplan.model.spec import ModelSpec
@@ -98,6 +98,7 @@ def cache_dtypes(
     v_dtype: str | None = None,
 ) -> tuple[DType, DType]:
     """The K and V cache dtypes of the ideal engine (``kvplan.model.dtypes.cache_dtypes``)."""
+    as_optional_str(kv_dtype, "kv_dtype", "a dtype's name such as 'bfloat16', or None")
     found = _dtypes.cache_dtypes(spec, kv_cache_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype)
     return found.k, found.v
 
@@ -156,6 +157,7 @@ def bytes_per_token(
 
 def explain(est: Estimate) -> list[str]:
     """The estimate worked as a textbook example: each layer group, then the sum."""
+    as_instance(est, Estimate, "est", "an Estimate (what estimate returns)")
     sequences = format_count(est.batch_size, "sequence")
     lines = [
         f"KV cache of {est.model}: {format_count(est.context_tokens, 'token')} x {sequences},"

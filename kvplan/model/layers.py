@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal, NamedTuple, Protocol, get_args
 
+from kvplan.arguments import as_instance, as_int, as_str, check_ints
+from kvplan.model.limits import MAX_DIM, MAX_TOKENS
 from kvplan.units import DType, cdiv, format_count
 
 #: The layer kinds a spec's ``layer_types`` may name.
@@ -94,6 +96,14 @@ class FullAttention:
     kind: ClassVar[str] = "full_attention"
     state_bytes: ClassVar[int] = 0
 
+    def __post_init__(self) -> None:
+        check_ints(
+            maximum=MAX_DIM,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            v_head_dim=self.v_head_dim,
+        )
+
     @property
     def max_tokens(self) -> int | None:
         return None
@@ -136,6 +146,10 @@ class SlidingWindowAttention(FullAttention):
     window: int = 0
     kind: ClassVar[str] = "sliding_attention"
 
+    def __post_init__(self) -> None:
+        FullAttention.__post_init__(self)
+        as_int(self.window, "window", maximum=MAX_TOKENS)
+
     @property
     def max_tokens(self) -> int | None:
         return self.window
@@ -157,6 +171,10 @@ class ChunkedLocalAttention(FullAttention):
 
     chunk: int = 0
     kind: ClassVar[str] = "chunked_attention"
+
+    def __post_init__(self) -> None:
+        FullAttention.__post_init__(self)
+        as_int(self.chunk, "chunk", maximum=MAX_TOKENS)
 
     @property
     def max_tokens(self) -> int | None:
@@ -187,6 +205,14 @@ class MLALatent:
     index_head_dim: int = 0
     kind: ClassVar[str] = "mla_latent"
     state_bytes: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        check_ints(
+            maximum=MAX_DIM,
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            index_head_dim=self.index_head_dim,
+        )
 
     @property
     def max_tokens(self) -> int | None:
@@ -244,6 +270,11 @@ class RecurrentState:
     conv_values: int
     ssm_values: int
     state_dtype: DType
+
+    def __post_init__(self) -> None:
+        as_str(self.kind, "kind", "the state's kind, such as 'mamba'")
+        check_ints(conv_values=self.conv_values, ssm_values=self.ssm_values)
+        as_instance(self.state_dtype, DType, "state_dtype", "a DType (resolve_dtype)")
 
     @property
     def max_tokens(self) -> int | None:

@@ -23,6 +23,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kvplan.arguments import as_optional_str, as_path, as_str
 from kvplan.errors import SpecError, UnitError
 from kvplan.model.layers import (
     AttentionAndState,
@@ -565,8 +566,11 @@ def _canonical_dtype(value: str, key: str) -> str:
 def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> ModelSpec:
     """Validate a mapping (a parsed YAML or config.json) into a ModelSpec.
 
-    Raises SpecError naming ``path``, the field and, when ``text`` is the file's YAML, the line.
+    Raises SpecError naming ``path``, the field and, when ``text`` is the file's YAML, the line
+    (ArgumentTypeError, a TypeError, when ``path`` or ``text`` is no str).
     """
+    as_str(path, "path", "a str naming the spec in errors")
+    as_optional_str(text, "text", "the file's YAML text (a str) or None")
     if not isinstance(data, Mapping):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         raise SpecError(path, [f"a spec must be a mapping of keys to values, this is {kind}"])
@@ -580,6 +584,7 @@ def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> M
 
 
 def load_spec(path: str | Path) -> ModelSpec:
-    """Read and validate a spec file (YAML; JSON is YAML too). Raises SpecError."""
-    data, text = read_yaml(path)
+    """Read and validate a spec file (YAML; JSON is YAML too). Raises SpecError
+    (ArgumentTypeError, a TypeError, for a ``path`` that is neither a str nor a Path)."""
+    data, text = read_yaml(as_path(path, "path"))
     return parse_spec(data, str(path), text)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.arguments import as_instance, as_int, as_optional_str, as_parallel
 from kvplan.errors import SpecError, UnitError
+from kvplan.model.limits import MAX_LAYERS
 from kvplan.model.spec import ModelSpec
 from kvplan.units import DType, cdiv, resolve_dtype
 
@@ -67,8 +69,13 @@ def model_weights(
 
     ``dtype`` replaces the model dtype (unquantized parameters); ``quantization`` re-formats
     all parameters but the embeddings and the output head. A spec with ``stored_weight_bytes``
-    (a GGUF file) is sized from those bytes unless they re-format its weights.
+    (a GGUF file) is sized from those bytes unless they re-format its weights. Raises
+    UnitError for an unknown dtype or quantization, ArgumentTypeError (a TypeError) for an
+    argument of the wrong type.
     """
+    as_instance(spec, ModelSpec, "spec", "a ModelSpec")
+    as_optional_str(dtype, "dtype")
+    as_optional_str(quantization, "quantization")
     stored = spec.stored_weight_bytes
     same_dtype = dtype is None or resolve_dtype(dtype).name == resolve_dtype(spec.torch_dtype).name
     if stored is not None and same_dtype and quantization is None:
@@ -157,6 +164,8 @@ def pipeline_partition(num_layers: int, pipeline_parallel_size: int) -> tuple[in
     second-to-last backwards, since the first and last stages also hold the embeddings and
     the output head. 22 layers on 4 stages: (5, 6, 6, 5); 61 on 4: (15, 15, 16, 15).
     """
+    as_int(num_layers, "num_layers", minimum=1, maximum=MAX_LAYERS)
+    as_parallel(pipeline_parallel_size, "pipeline_parallel_size")
     if pipeline_parallel_size > num_layers:
         raise UnitError(
             f"pipeline_parallel_size {pipeline_parallel_size} exceeds the {num_layers} layers"
