@@ -45,7 +45,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kvplan.arguments import as_int, as_tokens
+from kvplan.arguments import as_flag, as_int, as_str, as_tokens
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
@@ -284,7 +284,7 @@ class _Rows:
 def kv_cache(
     spec: ModelSpec | str,
     *,
-    n_ctx: int,
+    n_ctx: int | str,
     n_seq_max: int = 1,
     n_ubatch: int = 512,
     cache_type_k: str = "f16",
@@ -362,7 +362,7 @@ def _checked_settings(
     fork: str,
 ) -> tuple[int, _Settings]:
     """``n_ctx`` and the other settings of :func:`kv_cache`, checked in the order it states."""
-    if fork not in FORKS:
+    if as_str(fork, "fork", "a fork's name such as 'llama.cpp'") not in FORKS:
         raise UnknownEngineError(f"unknown llama.cpp fork {fork!r}; known: {', '.join(FORKS)}")
     if build is not None:
         as_int(build, "build")
@@ -373,23 +373,17 @@ def _checked_settings(
     cells = as_tokens(n_ctx, "n_ctx", minimum=1)
     seqs = as_int(n_seq_max, "n_seq_max", minimum=1)
     ubatch = as_int(n_ubatch, "n_ubatch", minimum=1)
-    name_k, dtype_k = _ggml_type(cache_types[0])
-    name_v, dtype_v = _ggml_type(cache_types[1])
-    swa_full, flash_attn, kv_unified = (bool(switch) for switch in switches)
-    settings = _Settings(
-        seqs,
-        ubatch,
-        swa_full,
-        flash_attn,
-        kv_unified,
-        build,
-        fork,
-        name_k,
-        name_v,
-        dtype_k,
-        dtype_v,
+    name_k, dtype_k = _ggml_type(as_str(cache_types[0], "cache_type_k", _CACHE_TYPE))
+    name_v, dtype_v = _ggml_type(as_str(cache_types[1], "cache_type_v", _CACHE_TYPE))
+    swa_full, flash_attn, kv_unified = (
+        as_flag(value, name)
+        for value, name in zip(switches, ("swa_full", "flash_attn", "kv_unified"), strict=True)
     )
-    return cells, settings
+    flags = (swa_full, flash_attn, kv_unified)
+    return cells, _Settings(seqs, ubatch, *flags, build, fork, name_k, name_v, dtype_k, dtype_v)
+
+
+_CACHE_TYPE = "a ggml cache type such as 'f16' or 'q8_0'"
 
 
 def _layer_rows(spec: ModelSpec, s: _Settings) -> _Rows:

@@ -39,16 +39,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvplan.arguments import as_parallel
+from kvplan.arguments import as_int, as_parallel, as_real, check_flags, check_ints
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
+from kvplan.engines.sglang_memory import (  # re-exported: callers read it from here
+    mem_fraction_static_auto as mem_fraction_static_auto,
+)
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
+from kvplan.model.limits import MAX_DIM
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import model_weights, pipeline_partition
-from kvplan.units import DType, GiB, MiB
+from kvplan.units import DType, GiB
 
 #: The SGLang versions these rules were read for: the 0.4.x-0.5.x releases of 2025; the NSA
 #: (DeepSeek V3.2) indexer term from PR #11309 (Oct 2025).
@@ -203,70 +209,6 @@ def _tokens(rest_bytes: int, cell: int, page_size: int, cap: int | None) -> int:
     return tokens // page_size * page_size
 
 
-def _default_prefill_and_graph_bs(gpu_mem_mib: Fraction, tp: int) -> tuple[int, int]:
-    """``chunked_prefill_size`` and ``cuda_graph_max_bs`` defaults by GPU memory (CUDA)."""
-    small_tp = tp < 4
-    if gpu_mem_mib < 20 * 1024:  # T4, 4080
-        return 2048, 8
-    if gpu_mem_mib < 35 * 1024:  # A10, 4090, 5090
-        return 2048, 24 if small_tp else 80
-    if gpu_mem_mib < 60 * 1024:  # A100 40GB, L40
-        return 4096, 32 if small_tp else 160
-    if gpu_mem_mib < 160 * 1024:  # H100, A100 80GB, H20, H200
-        return 8192, 256 if small_tp else 512
-    return 16384, 512  # B200, MI300
-
-
-def mem_fraction_static_auto(
-    gpu_memory_bytes: int,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    chunked_prefill_size: int | None = None,
-    cuda_graph_max_bs: int | None = None,
-    max_prefill_tokens: int = 16384,
-    dp: int = 1,
-    enable_dp_attention: bool = False,
-    speculative_algorithm: str | None = None,
-) -> float:
-    """SGLang's automatic ``mem_fraction_static``: ``round((gpu - reserved) / gpu, 3)``, MiB.
-
-    ``reserved`` (MiB) = 512 + 1.5 x max(chunked_prefill_size, 2048) (``max_prefill_tokens``
-    when chunking is off, ``<= 0``) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024; with DP
-    attention + 3 x cuda_graph_max_bs x dp, and + 1.5 x cuda_graph_max_bs x dp more when
-    cuda_graph_max_bs > 300; at least 10 GiB on GPUs over 60 GiB; + 2 GiB for EAGLE-style
-    drafts, + 6 GiB for STANDALONE, nothing for NGRAM. Unset sizes take the defaults of the
-    GPU's memory tier. SGLang reads the total from ``nvidia-smi`` (MiB), a little above what
-    torch reports; pass that figure for an exact match.
-
-    H100 (81,090 MiB), TP 1: 512 + 12,288 + 512 + 128 = 13,440 -> 0.834.
-    B200 (182,642 MiB), TP 8, DP 8 attention: 512 + 24,576 + 1,024 + 1,024 + 12,288 + 6,144
-    = 45,568 -> 0.751. Multimodal models get a further adjustment, not modelled.
-    """
-    gpu_mem = Fraction(gpu_memory_bytes, MiB)
-    default_chunk, default_bs = _default_prefill_and_graph_bs(gpu_mem, tp)
-    chunk = default_chunk if chunked_prefill_size is None else chunked_prefill_size
-    graph_bs = default_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
-
-    reserved = Fraction(512)
-    prefill = chunk if chunk > 0 else max_prefill_tokens
-    reserved += Fraction(3, 2) * max(prefill, 2048)
-    reserved += 2 * graph_bs
-    reserved += Fraction(tp * pp * 1024, 8)
-    if enable_dp_attention:
-        reserved += 3 * graph_bs * dp
-        if graph_bs > 300:
-            reserved += Fraction(3, 2) * graph_bs * dp
-    if gpu_mem > 60 * 1024:
-        reserved = max(reserved, Fraction(10 * 1024))
-    if speculative_algorithm is not None:
-        if speculative_algorithm.upper() == "STANDALONE":
-            reserved += 6 * 1024
-        elif speculative_algorithm.upper() != "NGRAM":
-            reserved += 2 * 1024
-    return float(round((gpu_mem - reserved) / gpu_mem, 3))
-
-
 def _fraction(value: float) -> Fraction:
     """A fraction as the decimal it was written as: 0.93 -> 93/100, not the nearest double."""
     return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
@@ -365,8 +307,8 @@ def swa_pool_tokens(
 
 
 def kv_cache(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
     tp: int = 1,
     pp: int = 1,
@@ -396,8 +338,22 @@ def kv_cache(
     ``mem_fraction_static`` None takes ``mem_fraction_static_auto``. A hybrid-SWA model's pool
     is split between full and sliding layers (``swa_pool_tokens``); then ``kv_cache_tokens``
     is the full layers' tokens and the log carries both counts. Not modelled: the Mamba
-    state pool, fp4 caches, speculative drafts.
+    state pool, fp4 caches, speculative drafts. ``spec`` and ``gpu`` may be names; a wrong
+    type raises ArgumentTypeError (a TypeError), a value out of range UnitError.
     """
+    spec, gpu = as_spec(spec), as_gpu(gpu)
+    _check_sizes(
+        max_total_tokens=max_total_tokens,
+        weights_bytes=weights_bytes,
+        used_before_load_bytes=used_before_load_bytes,
+        index_head_dim=index_head_dim,
+        chunked_prefill_size=chunked_prefill_size,
+        cuda_graph_max_bs=cuda_graph_max_bs,
+    )
+    check_flags(enable_dp_attention=enable_dp_attention)
+    if mem_fraction_static is not None:
+        as_real(mem_fraction_static, "mem_fraction_static", low=0, high=1)
+    as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
     attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
     fraction = (
         mem_fraction_static_auto(
@@ -453,14 +409,31 @@ def _attention_tp(
     spec: ModelSpec, tp: int, pp: int, dp: int, page_size: int, enable_dp_attention: bool
 ) -> int:
     """The TP size attention runs at (``tp / dp`` with DP attention), the sizes checked."""
-    for label, value in (("tp", tp), ("pp", pp), ("dp", dp), ("page_size", page_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    check_ints(minimum=1, tp=tp, pp=pp, dp=dp, page_size=page_size)
     as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
     if as_parallel(pp, "pp") > spec.num_hidden_layers:
         raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
     as_parallel(dp, "dp")
     return max(1, tp // dp) if enable_dp_attention else tp
+
+
+def _check_sizes(
+    *,
+    max_total_tokens: int | None,
+    weights_bytes: int | None,
+    used_before_load_bytes: int,
+    index_head_dim: int | None,
+    chunked_prefill_size: int | None,
+    cuda_graph_max_bs: int | None,
+) -> None:
+    """The sizes of ``kv_cache``: whole numbers; a chunk of 0 or -1 turns chunking off."""
+    check_ints(optional=True, weights_bytes=weights_bytes, cuda_graph_max_bs=cuda_graph_max_bs)
+    as_int(used_before_load_bytes, "used_before_load_bytes")
+    check_ints(minimum=1, optional=True, max_total_tokens=max_total_tokens)
+    if index_head_dim is not None:
+        as_int(index_head_dim, "index_head_dim", minimum=1, maximum=MAX_DIM)
+    if chunked_prefill_size is not None:
+        as_int(chunked_prefill_size, "chunked_prefill_size", minimum=-1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,14 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-from kvplan.arguments import as_bytes, as_fraction, as_int, as_parallel
+from kvplan.arguments import (
+    as_bytes,
+    as_fraction,
+    as_int,
+    as_optional_str,
+    as_parallel,
+    as_str,
+)
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
@@ -108,10 +115,10 @@ def kv_cache(
     UnitError for a bad setting or a model TGI cannot page.
     """
     model, device = as_spec(spec), as_gpu(gpu)
-    version = version or DEFAULT_VERSION
+    version = as_optional_str(version, "version") or DEFAULT_VERSION
     if version not in VERSIONS:
         raise UnknownEngineError(f"TGI {version} is not modelled; modelled: {', '.join(VERSIONS)}")
-    if not isinstance(attention, str) or attention not in BLOCK_SIZES:
+    if as_str(attention, "attention", "an attention kind such as 'paged'") not in BLOCK_SIZES:
         raise UnitError(f"attention {attention!r}: choose one of {', '.join(BLOCK_SIZES)}")
     tp = as_parallel(tp, "tp")
     warmup_blocks = as_int(warmup_blocks, "warmup_blocks")

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from kvplan.arguments import as_int, as_tokens
+from kvplan.arguments import as_int, as_optional_str, as_str, as_tokens
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.errors import UnitError, UnknownEngineError
@@ -227,19 +227,19 @@ def kv_cache(
     kind or dtype.
     """
     model = as_spec(spec)
-    version = version or DEFAULT_VERSION
+    version = as_optional_str(version, "version") or DEFAULT_VERSION
     if version not in VERSIONS:
         raise UnknownEngineError(
             f"transformers {version} is not modelled; modelled: {', '.join(VERSIONS)}"
         )
     tokens = as_tokens(context_tokens, "context_tokens")
     batch = as_int(batch_size, "batch_size", minimum=1)
-    if cache not in ("dynamic", "static"):
+    if as_str(cache, "cache", "a cache kind: dynamic or static") not in ("dynamic", "static"):
         raise UnitError(f"cache {cache!r}: choose dynamic or static")
     cache_len = tokens if max_cache_len is None else as_tokens(max_cache_len, "max_cache_len")
     if cache == "static" and cache_len < tokens:
         raise UnitError(f"max_cache_len {cache_len} is shorter than the {tokens} tokens to cache")
-    cache_dtype, why = _cache_dtype(model, dtype, version)
+    cache_dtype, why = _cache_dtype(model, as_optional_str(dtype, "dtype"), version)
     # transformers caches what the model computes: the run dtype is the cache dtype.
     parts = [
         _layer_bytes(

@@ -39,9 +39,19 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
+from kvplan.arguments import (
+    as_fraction,
+    as_int,
+    as_optional_str,
+    as_parallel,
+    as_sequence,
+    check_ints,
+)
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult, UnknownEngineError
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, NoCache, RecurrentState
 from kvplan.model.spec import ModelSpec
@@ -60,11 +70,6 @@ __all__ = [
 
 VERSIONS = ("1.0", "1.1", "1.2")
 DEFAULT_VERSION = "1.2"
-
-
-def _fraction(value: float | Fraction) -> Fraction:
-    """A fraction as written: 0.9 -> 9/10, not the nearest double."""
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
 
 def _cache_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
@@ -135,12 +140,12 @@ def pool_bytes_per_token(layers: Sequence[LayerCache], *, tp: int, dtype: DType)
 
 
 def kv_cache(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     *,
     tp: int = 1,
     pp: int = 1,
-    free_gpu_memory_fraction: float = 0.9,
+    free_gpu_memory_fraction: float | Fraction | str = 0.9,
     max_tokens: int | None = None,
     tokens_per_block: int = 32,
     kv_cache_dtype: str | None = None,
@@ -162,12 +167,21 @@ def kv_cache(
     sizes from its own layers and all take the smallest token count; the first rank is
     reported.
     """
+    spec, gpu = as_spec(spec), as_gpu(gpu)
     version = _check(spec, version, tp, pp, tokens_per_block)
-    fraction = _fraction(free_gpu_memory_fraction)
-    if not 0 < fraction < 1:
+    fraction = as_fraction(free_gpu_memory_fraction, "free_gpu_memory_fraction")
+    if fraction == 1:
         raise UnitError(f"free_gpu_memory_fraction {free_gpu_memory_fraction} must be in (0, 1)")
+    check_ints(
+        optional=True,
+        peak_bytes=peak_bytes,
+        weights_bytes=weights_bytes,
+        max_gpu_total_bytes=max_gpu_total_bytes,
+    )
+    as_int(temporary_kv_bytes, "temporary_kv_bytes")
+    check_ints(minimum=1, optional=True, max_tokens=max_tokens, max_seq_len=max_seq_len)
     dtype = _cache_dtype(spec, kv_cache_dtype)
-    windows = tuple(max_attention_window) if max_attention_window else ()
+    windows = _windows(max_attention_window)
     if len(set(windows)) > 1:
         raise UnitError(
             "TensorRT-LLM profile: several attention windows (VSWA) split the pool by window"
@@ -253,13 +267,20 @@ def _result(
 
 def _check(spec: ModelSpec, version: str | None, tp: int, pp: int, tokens_per_block: int) -> str:
     """The version asked (default: the latest modelled), the sizes checked."""
-    version = version or DEFAULT_VERSION
+    version = as_optional_str(version, "version") or DEFAULT_VERSION
     if version not in VERSIONS:
         raise UnknownEngineError(
             f"TensorRT-LLM {version} is not modelled; modelled: {', '.join(VERSIONS)}"
         )
-    for label, value in (("tp", tp), ("pp", pp), ("tokens_per_block", tokens_per_block)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UnitError(f"{label} {value!r} must be an integer >= 1")
+    check_ints(minimum=1, tp=tp, pp=pp, tokens_per_block=tokens_per_block)
+    as_parallel(pp, "pp")
     as_tensor_parallel_size(spec, tp)
     return version
+
+
+def _windows(max_attention_window: object) -> tuple[int, ...]:
+    """``--max-attention-window``: a list of window sizes in tokens, or None."""
+    if max_attention_window is None:
+        return ()
+    windows = as_sequence(max_attention_window, "max_attention_window", "a list of token counts")
+    return tuple(as_int(w, "max_attention_window", minimum=1) for w in windows)

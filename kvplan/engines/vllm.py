@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.arguments import as_fraction, as_parallel
+from kvplan.arguments import as_fraction, as_instance, as_parallel
+from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_config import VllmConfig as VllmConfig
 from kvplan.engines.vllm_config import with_batch_defaults
@@ -65,6 +66,7 @@ from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
 from kvplan.engines.vllm_versions import resolve_version as resolve_version
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware.gpus import GPU
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes, served_dtype
 from kvplan.model.layers import RecurrentState
 from kvplan.model.spec import ModelSpec
@@ -220,8 +222,11 @@ def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:
     return served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name
 
 
-def profile(spec: ModelSpec, gpu: GPU, cfg: VllmConfig) -> VllmResult:
-    """vLLM's start-up for ``spec`` on ``gpu``: budget, blocks, and its printed figures."""
+def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResult:
+    """vLLM's start-up for ``spec`` on ``gpu``: budget, blocks, and its printed figures.
+    ``spec`` and ``gpu`` may be names; a wrong type raises ArgumentTypeError (a TypeError)."""
+    spec, gpu = as_spec(spec), as_gpu(gpu)
+    as_instance(cfg, VllmConfig, "cfg", "a VllmConfig (from vllm_config)")
     if cfg.version not in VERSIONS:
         raise UnknownEngineError(
             f"vLLM {cfg.version} is not modelled; modelled: {', '.join(VERSIONS)}"

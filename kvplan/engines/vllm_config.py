@@ -13,6 +13,15 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from kvplan.arguments import (
+    as_flag,
+    as_fraction,
+    as_int,
+    as_parallel,
+    as_str,
+    check_ints,
+    check_strs,
+)
 from kvplan.engines.vllm_versions import DEFAULT_VERSION
 from kvplan.units import GiB
 
@@ -24,6 +33,8 @@ LARGE_GPU_DEFAULTS = (1024, 8192)
 SMALL_GPU_DEFAULTS = (256, 2048)
 #: Device memory from which vLLM takes the large defaults (``70 * GiB_bytes``)
 LARGE_GPU_BYTES = 70 * GiB
+#: The largest --block-size taken (vLLM's own choices are 1 to 256 tokens).
+MAX_BLOCK_SIZE = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,40 @@ class VllmConfig:
     num_gpu_blocks_override: int | None = None
     # no CUDA graphs: nothing captured, nothing subtracted (--enforce-eager)
     enforce_eager: bool = False
+
+    def __post_init__(self) -> None:
+        # Every flag checked once, here, so no profile meets a None length or a str block
+        # size deep inside; the utilization is kept exact (0.9 is 9/10).
+        utilization = as_fraction(self.gpu_memory_utilization, "gpu_memory_utilization")
+        object.__setattr__(self, "gpu_memory_utilization", utilization)
+        as_int(self.max_model_len, "max_model_len", minimum=1)
+        as_int(self.block_size, "block_size", minimum=1, maximum=MAX_BLOCK_SIZE)
+        check_ints(
+            minimum=1,
+            optional=True,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
+        )
+        check_ints(
+            optional=True,
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+            num_gpu_blocks_override=self.num_gpu_blocks_override,
+        )
+        as_parallel(self.tensor_parallel_size, "tensor_parallel_size")
+        as_parallel(self.pipeline_parallel_size, "pipeline_parallel_size")
+        check_strs(
+            optional=True,
+            kv_cache_dtype=self.kv_cache_dtype,
+            mamba_ssm_cache_dtype=self.mamba_ssm_cache_dtype,
+            dtype=self.dtype,
+            quantization=self.quantization,
+            mamba_cache_mode=self.mamba_cache_mode,
+        )
+        as_str(self.version, "version", "a vLLM release line such as '0.32'")
+        for name in ("enable_prefix_caching", "async_scheduling"):
+            if getattr(self, name) is not None:
+                as_flag(getattr(self, name), name)
+        as_flag(self.enforce_eager, "enforce_eager")
 
     @property
     def batched_tokens(self) -> int:

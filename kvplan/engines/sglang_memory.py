@@ -1,0 +1,75 @@
+"""SGLang's automatic ``--mem-fraction-static``: the reserve heuristic of
+``_handle_gpu_memory_settings`` in ``python/sglang/srt/server_args.py`` (late 2025; releases of
+mid-2025 and earlier used a different, TP-size-based default, not modelled). The pool that
+fraction sizes is ``kvplan.engines.sglang``'s.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kvplan.units import MiB
+
+
+def _default_prefill_and_graph_bs(gpu_mem_mib: Fraction, tp: int) -> tuple[int, int]:
+    """``chunked_prefill_size`` and ``cuda_graph_max_bs`` defaults by GPU memory (CUDA)."""
+    small_tp = tp < 4
+    if gpu_mem_mib < 20 * 1024:  # T4, 4080
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:  # A10, 4090, 5090
+        return 2048, 24 if small_tp else 80
+    if gpu_mem_mib < 60 * 1024:  # A100 40GB, L40
+        return 4096, 32 if small_tp else 160
+    if gpu_mem_mib < 160 * 1024:  # H100, A100 80GB, H20, H200
+        return 8192, 256 if small_tp else 512
+    return 16384, 512  # B200, MI300
+
+
+def mem_fraction_static_auto(
+    gpu_memory_bytes: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    chunked_prefill_size: int | None = None,
+    cuda_graph_max_bs: int | None = None,
+    max_prefill_tokens: int = 16384,
+    dp: int = 1,
+    enable_dp_attention: bool = False,
+    speculative_algorithm: str | None = None,
+) -> float:
+    """SGLang's automatic ``mem_fraction_static``: ``round((gpu - reserved) / gpu, 3)``, MiB.
+
+    ``reserved`` (MiB) = 512 + 1.5 x max(chunked_prefill_size, 2048) (``max_prefill_tokens``
+    when chunking is off, ``<= 0``) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024; with DP
+    attention + 3 x cuda_graph_max_bs x dp, and + 1.5 x cuda_graph_max_bs x dp more when
+    cuda_graph_max_bs > 300; at least 10 GiB on GPUs over 60 GiB; + 2 GiB for EAGLE-style
+    drafts, + 6 GiB for STANDALONE, nothing for NGRAM. Unset sizes take the defaults of the
+    GPU's memory tier. SGLang reads the total from ``nvidia-smi`` (MiB), a little above what
+    torch reports; pass that figure for an exact match.
+
+    H100 (81,090 MiB), TP 1: 512 + 12,288 + 512 + 128 = 13,440 -> 0.834.
+    B200 (182,642 MiB), TP 8, DP 8 attention: 512 + 24,576 + 1,024 + 1,024 + 12,288 + 6,144
+    = 45,568 -> 0.751. Multimodal models get a further adjustment, not modelled.
+    """
+    gpu_mem = Fraction(gpu_memory_bytes, MiB)
+    default_chunk, default_bs = _default_prefill_and_graph_bs(gpu_mem, tp)
+    chunk = default_chunk if chunked_prefill_size is None else chunked_prefill_size
+    graph_bs = default_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
+
+    reserved = Fraction(512)
+    prefill = chunk if chunk > 0 else max_prefill_tokens
+    reserved += Fraction(3, 2) * max(prefill, 2048)
+    reserved += 2 * graph_bs
+    reserved += Fraction(tp * pp * 1024, 8)
+    if enable_dp_attention:
+        reserved += 3 * graph_bs * dp
+        if graph_bs > 300:
+            reserved += Fraction(3, 2) * graph_bs * dp
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, Fraction(10 * 1024))
+    if speculative_algorithm is not None:
+        if speculative_algorithm.upper() == "STANDALONE":
+            reserved += 6 * 1024
+        elif speculative_algorithm.upper() != "NGRAM":
+            reserved += 2 * 1024
+    return float(round((gpu_mem - reserved) / gpu_mem, 3))
