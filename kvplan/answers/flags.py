@@ -38,7 +38,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kvplan.answers.question import OVERRIDE_FLAGS, engine_refuses_length, parse_hf_overrides
-from kvplan.arguments import as_fraction, as_int, as_parallel, as_tokens
+from kvplan.arguments import (
+    as_fraction,
+    as_int,
+    as_parallel,
+    as_sequence,
+    as_str,
+    as_tokens,
+    check_strs,
+)
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
@@ -149,15 +157,19 @@ def recommend(
     n = as_int(concurrency, "concurrency", minimum=1, maximum=MAX_CONCURRENCY)
     tp = as_parallel(tensor_parallel_size, "tensor_parallel_size")
     util = as_fraction(gpu_memory_utilization, "gpu_memory_utilization")
-    if isinstance(engines, str) or not isinstance(engines, Sequence | None):
-        raise UnitError(f"engines: expected a list of engine names, got {engines!r}")
-    wanted = tuple(engines) if engines else ENGINES
+    what = "a list of engine names"
+    wanted = tuple(as_sequence(engines, "engines", what)) if engines is not None else ()
     for name in wanted:
-        if name not in ENGINES:
+        if as_str(name, "engines", what) not in ENGINES:
             raise UnitError(f"unknown engine {name!r}; allowed: {', '.join(ENGINES)}")
-    for setting, value in (("quantization", quantization), ("kv_cache_dtype", kv_cache_dtype)):
-        if value is not None and not isinstance(value, str):
-            raise UnitError(f"{setting}: expected a name or None, got {type(value).__name__}")
+    wanted = wanted or ENGINES
+    check_strs(
+        optional=True,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        hf_overrides=hf_overrides,
+        model_as_typed=model_as_typed,
+    )
     quant = quantization.strip().lower() if quantization else None
     if quant is not None and quant not in QUANTIZATIONS:
         raise UnitError(f"unknown quantization {quantization!r}; allowed: {quantization_names()}")

@@ -19,7 +19,8 @@ bfloat16. What the bounds leave out is listed by :func:`not_modelled` and printe
 
 Public functions take a ``ModelSpec`` or a model name (``load_model``), a ``GPU`` or a GPU name
 (``find_gpu``), token counts as integers or strings as the command line reads them (``"32K"``),
-and raise ``UnitError`` for a bool, a float or anything else that is not a whole count.
+and raise ``ArgumentTypeError`` (a TypeError) for a bool, a float or anything else that is
+not a whole count, ``UnitError`` for a value out of range.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvplan.errors import UnitError
+from kvplan.arguments import as_int, as_optional_str, as_str, as_tokens, wrong_type
+from kvplan.errors import ArgumentTypeError, UnitError
 from kvplan.hardware.gpus import GPU
-from kvplan.hardware.lookup import find_gpu
+from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.spec import ModelSpec
 from kvplan.speed.roofline import (
@@ -50,7 +51,7 @@ from kvplan.speed.roofline import (
     prefill_bound,
     rank_model,
 )
-from kvplan.units import parse_tokens
+from kvplan.units import abbreviate
 
 if TYPE_CHECKING:
     from kvplan.hardware.systems import System
@@ -80,25 +81,17 @@ __all__ = [
 # -- arguments --------------------------------------------------------------------------------
 
 
-def _spec(spec: ModelSpec | str | Path) -> ModelSpec:
-    """A spec as given, or the one a name or path loads
-    (``kvplan.catalog.lookup.load_model``)."""
-    if isinstance(spec, ModelSpec):
-        return spec
-    if isinstance(spec, str | Path):
-        from kvplan.catalog.lookup import load_model
+def _spec(spec: object, name: str = "spec") -> ModelSpec:
+    """A spec as given, or the one a name or path loads (``kvplan.catalog.lookup.as_spec``)."""
+    from kvplan.catalog.lookup import as_spec
 
-        return load_model(spec)
-    raise UnitError(f"a model is a ModelSpec or a model name such as 'qwen3-8b', not {spec!r}")
+    return as_spec(spec, name)
 
 
-def _gpu(gpu: GPU | str, rates: bool = True) -> GPU:
+def _gpu(gpu: object, rates: bool = True) -> GPU:
     """A GPU as given, or the catalog GPU of that name; speed bounds (``rates``) need its HBM
     bandwidth and peak, which a device described by its memory alone lacks."""
-    if isinstance(gpu, str):
-        gpu = find_gpu(gpu)
-    elif not isinstance(gpu, GPU):
-        raise UnitError(f"a GPU is a GPU or a catalog name such as 'h100', not {gpu!r}")
+    gpu = as_gpu(gpu)
     if rates and (gpu.bandwidth_bytes_per_s <= 0 or gpu.bf16_flops <= 0):
         raise UnitError(
             f"GPU {gpu.name!r} has no HBM bandwidth or bf16 peak: speed bounds need a catalog GPU"
@@ -108,27 +101,16 @@ def _gpu(gpu: GPU | str, rates: bool = True) -> GPU:
 
 def _count(name: str, value: object, minimum: int) -> int:
     """An integer of at least ``minimum``; a bool or a float is refused, not rounded."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise UnitError(f"{name} must be an integer, not {value!r}")
-    if value < minimum:
-        raise UnitError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
+    return as_int(value, name, minimum=minimum)
 
 
 def _tokens(name: str, value: object, minimum: int = 1) -> int:
     """A token count: an integer, or a string as ``--context`` reads it (``"32K"`` = 32,768)."""
-    if isinstance(value, str):
-        try:
-            value = parse_tokens(value)
-        except UnitError as e:
-            raise UnitError(f"{name}: {e}") from None
-    return _count(name, value, minimum)
+    return as_tokens(value, name, minimum=minimum)
 
 
 def _optional_str(name: str, value: object) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise UnitError(f"{name} must be a name such as 'fp8', not {value!r}")
+    return as_optional_str(value, name, "a name such as 'fp8', or None")
 
 
 def efficiency(name: str, value: Fraction | float | str) -> Fraction:
@@ -142,18 +124,19 @@ def efficiency(name: str, value: Fraction | float | str) -> Fraction:
                 f"{name} {value!r} is not a fraction (0.8) or a percentage (80%)"
             ) from None
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise UnitError(f"{name} must be a number in (0, 1], not {value!r}")
+        raise ArgumentTypeError(f"{name} must be a number in (0, 1], not {abbreviate(value)}")
     elif isinstance(value, float) and not math.isfinite(value):
         raise UnitError(f"{name} must be in (0, 1], got {value}")
     else:
         parsed = Fraction(value)
     if not 0 < parsed <= 1:
-        shown = value if isinstance(value, str) else float(parsed)
+        shown = value if isinstance(value, str) else abbreviate(value)
         raise UnitError(f"{name} must be in (0, 1], got {shown}")
     return parsed
 
 
 def _engine(engine: object) -> str:
+    as_str(engine, "engine", "an engine's name: ideal or vllm")
     if engine not in ENGINES:
         raise UnitError(f"--engine: {engine!r} is not modelled for speed; allowed: ideal, vllm")
     return str(engine)
@@ -254,8 +237,8 @@ def perf(
     engine = _engine(engine)
     if curve is not None:
         if isinstance(curve, str) or not isinstance(curve, Sequence):
-            raise UnitError(f"curve must be a sequence of batch sizes, not {curve!r}")
-        sizes = [_count("curve batch size", b, 1) for b in curve]
+            raise wrong_type("curve", "a sequence of batch sizes", curve)
+        sizes = [_count(f"curve[{i}]", b, 1) for i, b in enumerate(curve)]
     else:
         sizes = _ladder(max(concurrency, fit or 1))
     pp = _count("pipeline_parallel_size", pipeline_parallel_size, 1)
@@ -299,12 +282,10 @@ def _who_fits(engine: str) -> str:
 def _system(given: System | str | None, gpu: GPU, num_gpus: int) -> System | None:
     """The system whose links carry the communication: as given, or for more than one GPU
     the first catalog system of ``gpu`` (None: communication not estimated)."""
-    from kvplan.hardware.systems import find_system, system_for_gpu
+    from kvplan.hardware.systems import as_system, system_for_gpu
 
-    if isinstance(given, str):
-        return find_system(given)
     if given is not None:
-        return given
+        return as_system(given)
     return system_for_gpu(gpu) if num_gpus > 1 else None
 
 
@@ -443,8 +424,8 @@ def memory_curve(
 
     spec = _spec(spec)
     if isinstance(contexts, str) or not isinstance(contexts, Sequence):
-        raise UnitError(f"contexts must be a sequence of token counts, not {contexts!r}")
-    tokens = [_tokens("context_tokens", c, 0) for c in contexts]
+        raise wrong_type("contexts", "a sequence of token counts", contexts)
+    tokens = [_tokens(f"contexts[{i}]", c, 0) for i, c in enumerate(contexts)]
     dtypes = cache_dtypes(spec, _engine(engine), kv_cache_dtype=kv_cache_dtype)
     k, v = dtypes.k.name, dtypes.v.name
     return [estimate(spec, t, k_dtype=k, v_dtype=v).kv_cache_bytes for t in tokens]
@@ -496,7 +477,7 @@ def compare(
     from kvplan.model.estimator import estimate
 
     if isinstance(models, str) or not isinstance(models, Sequence):
-        raise UnitError(f"models must be a sequence of specs or names, not {models!r}")
+        raise wrong_type("models", "a sequence of specs or names", models)
     tokens = _tokens("context_tokens", context_tokens)
     device = None if gpu is None else _gpu(gpu)
     tp = _count("tensor_parallel_size", tensor_parallel_size, 1)
@@ -504,8 +485,8 @@ def compare(
     kv_cache_dtype = _optional_str("kv_cache_dtype", kv_cache_dtype)
     linked = None if device is None else _system(system, device, tp)
     rows = []
-    for given in models:
-        spec = _spec(given)
+    for i, given in enumerate(models):
+        spec = _spec(given, f"models[{i}]")
         dtypes = cache_dtypes(spec, engine, kv_cache_dtype=kv_cache_dtype)
         at_context = estimate(spec, tokens, k_dtype=dtypes.k.name, v_dtype=dtypes.v.name)
         fit = speed = linked_speed = weights_format = None

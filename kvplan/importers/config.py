@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kvplan.arguments import as_instance, as_path, check_strs
 from kvplan.errors import SpecError
 from kvplan.files import is_file, is_folder, read_text
 from kvplan.importers.parameters import Count, quantized_format
@@ -229,9 +230,13 @@ def import_config(
     From a folder the safetensors headers (or the index) add the exact parameter count, its
     formats and, with ``quantization_config``, how many parameters are quantized; ``weights``
     gives that count when the headers were read elsewhere (the Hub). Raises SpecError naming
-    the file for anything unmapped, malformed or invalid.
+    the file for anything unmapped, malformed or invalid, ArgumentTypeError (a TypeError) for
+    an argument of the wrong type.
     """
-    path = Path(path)
+    path = Path(as_path(path, "path"))
+    check_strs(optional=True, name=name, hf_id=hf_id)
+    if weights is not None:
+        as_instance(weights, WeightCount, "weights", "a WeightCount (from the safetensors headers)")
     folder = path if is_folder(path) else None
     config_path = path / CONFIG_NAME if folder else path
     if folder is not None and not is_file(config_path):

@@ -19,10 +19,10 @@ import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from kvplan.arguments import as_str
 from kvplan.errors import (
     KvplanError,
     SpecError,
-    UnitError,
 )
 from kvplan.model.limits import MAX_TOKENS
 from kvplan.model.spec import ModelSpec
@@ -82,12 +82,10 @@ def reconcile(
 
     ``model`` and ``gpu`` (a spec or name, a GPU or name) replace what the log names; ``path``
     names the log in errors. Raises SpecError for a log whose figures cannot be read or that
-    names no model, KvplanError for a log of no known engine, UnitError for an argument of the
-    wrong type."""
-    if not isinstance(text, str):
-        raise UnitError(f"text: expected the log's text as a str, got {type(text).__name__}")
-    if not isinstance(path, str):
-        raise UnitError(f"path: expected a str naming the log, got {type(path).__name__}")
+    names no model, KvplanError for a log of no known engine, ArgumentTypeError (a TypeError)
+    for an argument of the wrong type."""
+    as_str(text, "text", "the log's text as a str")
+    as_str(path, "path", "a str naming the log")
     engine = detect_engine(text)
     match engine:
         case "vllm":

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
+from kvplan.arguments import as_str
 from kvplan.catalog.lookup import as_spec, load_model
 from kvplan.errors import (
     ModelNotFoundError,
     SpecError,
-    UnitError,
 )
 from kvplan.files import TEXT_LIMIT_BYTES, read_text
 from kvplan.model.spec import ModelSpec
@@ -33,11 +33,9 @@ _DECIMAL = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 def read_log(path: str) -> str:
     """The text of the log file ``path`` (``-``: standard input): at most its first
     ``TEXT_LIMIT_BYTES`` bytes, invalid UTF-8 replaced. Raises SpecError naming the file when
-    it is not a regular file, cannot be read, or is binary; UnitError when ``path`` is not a
-    str."""
-    if not isinstance(path, str):
-        raise UnitError(f"path: expected a log file's path or '-', got {type(path).__name__}")
-    if path == "-":
+    it is not a regular file, cannot be read, or is binary; ArgumentTypeError (a TypeError)
+    when ``path`` is not a str."""
+    if as_str(path, "path", "a log file's path or '-'") == "-":
         return sys.stdin.read(TEXT_LIMIT_BYTES)
     return read_text(path, truncate=True, errors="replace")
 
@@ -211,7 +209,7 @@ def _model(
     from kvplan.logs.models import identify_model
 
     if given is not None:
-        return as_spec(given)
+        return as_spec(given, "model")
     if found is None:
         return identify_model(text, path)
     error: ModelNotFoundError | None = None

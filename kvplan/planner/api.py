@@ -5,9 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
-from kvplan.arguments import as_bytes, as_int, as_parallel, as_tokens
+from kvplan.arguments import (
+    as_bytes,
+    as_int,
+    as_parallel,
+    as_path,
+    as_sequence,
+    as_str,
+    as_tokens,
+)
 from kvplan.catalog.lookup import as_spec
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
@@ -29,6 +37,7 @@ from kvplan.planner.solve import solve
 if TYPE_CHECKING:
     from kvplan.hardware.systems import System
     from kvplan.planner.cluster import ClusterPlan
+
 
 def plan(
     spec: ModelSpec | str,
@@ -138,7 +147,7 @@ def plan_cluster(
     *,
     max_model_len: int | str,
     concurrency: int,
-    system: str | None = None,
+    system: System | str | None = None,
     gpus_per_node: int | None = None,
     nodes: int | None = None,
     objective: str = DEFAULT_OBJECTIVE,
@@ -173,13 +182,18 @@ def plan_cluster(
     spec = as_spec(spec)
     length = as_tokens(max_model_len, "max_model_len", minimum=1)
     n = as_int(concurrency, "concurrency", minimum=1)
+    as_str(objective, "objective", "an objective: gpus, nodes, cost or throughput")
     top = as_int(top, "top", minimum=1, maximum=100)
     if nodes is not None:
         nodes = as_int(nodes, "nodes", minimum=1, maximum=1024)
     if gpus_per_node is not None:
         gpus_per_node = as_int(gpus_per_node, "gpus_per_node", minimum=1, maximum=1024)
     systems = _systems(gpu, system, gpus_per_node)
-    given = (*(load_prices(prices_file) if prices_file else ()), *parse_price_overrides(prices))
+    prices_path = None if prices_file is None else as_path(prices_file, "prices_file")
+    given = (
+        *(load_prices(prices_path) if prices_path else ()),
+        *parse_price_overrides(_price_texts(prices)),
+    )
     deployment = Deployment(
         spec,
         systems[0].gpu,
@@ -211,30 +225,40 @@ def plan_cluster(
 
 
 def _systems(
-    gpu: GPU | str | Sequence[GPU | str] | None, system: str | None, gpus_per_node: int | None
+    gpu: GPU | str | Sequence[GPU | str] | None,
+    system: System | str | None,
+    gpus_per_node: int | None,
 ) -> list[System]:
     """The systems to search: the named one, else each GPU's catalog system (a PCIe-only
     node of 8 for a GPU without one), each with ``gpus_per_node`` when given."""
-    from kvplan.hardware.systems import custom_system, find_system, system_for_gpu
+    from kvplan.hardware.systems import as_system, custom_system, system_for_gpu
 
     if system is not None:
-        found = find_system(system)
+        found = as_system(system)
         return [found if gpus_per_node is None else custom_system(found.gpu, gpus_per_node, found)]
     if gpu is None:
         raise UnitError("give a GPU (--gpu h100, or several: h100,h200) or a --system")
-    names = (
-        gpu.split(",")
-        if isinstance(gpu, str)
-        else list(gpu)
-        if isinstance(gpu, Sequence)
-        else [gpu]
-    )
+    names = gpu.split(",") if isinstance(gpu, str) else list(gpu) if _listed(gpu) else [gpu]
+    if not names:
+        raise UnitError("gpu: an empty list; give a GPU (h100) or several (h100,h200)")
     systems = []
     for name in names:
-        device = as_gpu(name.strip() if isinstance(name, str) else name)
+        device = as_gpu(name.strip() if isinstance(name, str) else name, "gpu")
         base = system_for_gpu(device)
         if gpus_per_node is not None or base is None:
             systems.append(custom_system(device, gpus_per_node or 8, base))
         else:
             systems.append(base)
     return systems
+
+
+def _listed(gpu: object) -> TypeGuard[list[GPU | str] | tuple[GPU | str, ...]]:
+    """A list or tuple of GPUs (not a str, a GPU or a mapping); each is checked as it is read."""
+    return isinstance(gpu, list | tuple)
+
+
+def _price_texts(prices: object) -> list[str]:
+    """``prices`` as a list of ``GPU=DOLLARS`` strings (a str alone is refused: it would be
+    read a character at a time)."""
+    what = "a list of 'GPU=DOLLARS' strings"
+    return [as_str(text, "prices", what) for text in as_sequence(prices, "prices", what)]

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvplan.arguments import as_sequence, as_str, check_types
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.planner.deployment import (
@@ -71,7 +73,35 @@ def is_cluster_question(
     request at ``max_model_len``, so a question about a mix stays with ``plan``);
     ``gpu_memory_bytes`` the device's memory when given apart from ``gpu`` (the command
     line's ``--gpu-memory``). Never raises for a GPU name it does not know: that is the
-    planner's error to give."""
+    planner's error to give; an argument of the wrong type raises ArgumentTypeError (a
+    TypeError). Values are the planner's to check."""
+    check_types(
+        (int, str),
+        "an integer or a string",
+        max_model_len=max_model_len,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        mean_length=mean_length,
+        p99_length=p99_length,
+        gpu_memory_bytes=gpu_memory_bytes,
+        disaggregate=disaggregate,
+    )
+    check_types(
+        (int,),
+        "an integer or None",
+        concurrency=concurrency,
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+        gpus_per_node=gpus_per_node,
+        nodes=nodes,
+        top=top,
+    )
+    from kvplan.hardware.systems import System
+
+    check_types((str, System), "a System, a system's name or None", system=system)
+    check_types((str,), "a str or None", objective=objective)
+    check_types((str, Path), "a path or None", prices_file=prices_file)
+    as_str(engine, "engine")
+    as_sequence(prices, "prices", "a list of 'GPU=DOLLARS' strings")
     if engine in SINGLE_MACHINE_ENGINES:
         return False
     given = (system, gpus_per_node, nodes, objective, top, prices_file, disaggregate)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvplan.arguments import as_fraction
+from kvplan.arguments import as_fraction, as_parallel, check_ints
+from kvplan.catalog.lookup import as_spec
 from kvplan.hardware.gpus import GPU
 from kvplan.model import dtypes
 from kvplan.model.spec import ModelSpec
@@ -47,14 +48,21 @@ class Overhead:
 
 
 def estimate_overhead(
-    spec: ModelSpec,
+    spec: ModelSpec | str,
     tensor_parallel_size: int = 1,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     ranks: int | None = None,
 ) -> Overhead:
     """The documented overhead estimate (see ``Overhead``) for one GPU; ``ranks``: the GPUs
-    of its collective group when not ``tensor_parallel_size`` (expert parallelism)."""
+    of its collective group when not ``tensor_parallel_size`` (expert parallelism). ``spec``
+    may be a model's name. Raises UnitError for a count out of range, ArgumentTypeError (a
+    TypeError) for an argument of the wrong type."""
+    spec = as_spec(spec)
+    as_parallel(tensor_parallel_size, "tensor_parallel_size")
+    check_ints(minimum=1, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+    if ranks is not None:
+        as_parallel(ranks, "ranks")
     hidden = spec.hidden_size or 4096
     intermediate = spec.intermediate_size or 4 * hidden
     hidden_bytes = max_num_batched_tokens * (4 * hidden + 2 * intermediate // tensor_parallel_size)

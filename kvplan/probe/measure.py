@@ -40,9 +40,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvplan.arguments import as_int, as_tokens
+from kvplan.arguments import as_int, as_optional_str, as_str, as_tokens
 from kvplan.catalog.lookup import as_spec
-from kvplan.errors import KvplanError, ProbeUnavailableError, UnitError
+from kvplan.errors import KvplanError, ProbeUnavailableError
 from kvplan.model.layers import (
     AttentionAndState,
     ChunkedLocalAttention,
@@ -139,9 +139,9 @@ def run_probe(
 
     Raises ProbeUnavailableError without torch and transformers or without the CUDA device
     asked for, KvplanError for a model the probe cannot build or a block-format dtype,
-    UnitError for a count below its minimum or an argument of the wrong type.
+    UnitError for a count below its minimum, ArgumentTypeError (a TypeError) for an argument of
+    the wrong type. The arguments are checked before torch is imported.
     """
-    torch, transformers = require_torch()
     from kvplan.units import resolve_dtype
 
     model = as_spec(spec)
@@ -151,8 +151,9 @@ def run_probe(
     seed = as_int(seed, "seed")
     if paged_blocks is not None:
         paged_blocks = as_int(paged_blocks, "paged_blocks")
-    if not isinstance(device, str):
-        raise UnitError(f"device: expected a torch device name such as cuda, got {device!r}")
+    as_str(device, "device", "a torch device name such as cuda")
+    as_optional_str(dtype, "dtype")
+    torch, transformers = require_torch()
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ProbeUnavailableError("--device cuda: no CUDA device is available to torch")
     name = resolve_dtype(dtype or model.torch_dtype).name
