@@ -164,7 +164,7 @@ class Question:
     kv_cache_memory_bytes: int | None = None
     block_size: int | None = None
     shared_prefix_tokens: int = 0
-    lengths: Sequence[int] | None = None
+    lengths: Sequence[int] | Mapping[int, int] | None = None
     mean_length: int | None = None
     p99_length: int | None = None
     max_num_batched_tokens: int | None = None
@@ -347,7 +347,7 @@ def question_to_dict(q: Question) -> dict[str, Any]:
         if isinstance(value, Fraction):
             value = str(float(value))
         elif name == "lengths":
-            value = len(value)
+            value = sum(value.values()) if isinstance(value, Mapping) else len(value)
             name = "num_lengths"
         doc[name] = value
     return doc

@@ -377,7 +377,7 @@ def _common(a: dict[str, Any]) -> dict[str, Any]:
 def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> Any:
     """The ``Question`` of plan's options ``a`` for one deployment on one GPU."""
     from kvplan.answers.question import Question, parse_hf_overrides
-    from kvplan.answers.workload import load_lengths
+    from kvplan.answers.workload import count_lengths
     from kvplan.cli.llamacpp_options import llamacpp_ask
     from kvplan.planner import parse_utilization
     from kvplan.units import parse_bytes
@@ -395,7 +395,7 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
     return Question(
         engine=engine,
         **common,
-        lengths=load_lengths(a["lengths"]) if a["lengths"] is not None else None,
+        lengths=count_lengths(a["lengths"]) if a["lengths"] is not None else None,
         mean_length=_tokens("--mean-length", a["mean_length"]),
         p99_length=_tokens("--p99-length", a["p99_length"]),
         tensor_parallel_size=_tensor_parallel_size(spec, a["tensor_parallel_size"]),

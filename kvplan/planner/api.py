@@ -29,7 +29,7 @@ from kvplan.planner.deployment import (
     Deployment,
     parse_utilization,
 )
-from kvplan.planner.mix import length_mix, mix_lengths
+from kvplan.planner.mix import Lengths, length_mix, mix_lengths
 from kvplan.planner.result import Plan
 from kvplan.planner.search import DEFAULT_OBJECTIVE, DEFAULT_TOP, smallest_deployment
 from kvplan.planner.solve import solve
@@ -55,7 +55,7 @@ def plan(
     kv_cache_memory_bytes: int | str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     shared_prefix_tokens: int | str = 0,
-    lengths: Sequence[int] | None = None,
+    lengths: Lengths | None = None,
     mean_length: int | str | None = None,
     p99_length: int | str | None = None,
     max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvplan.errors import UnitError
 from kvplan.planner.deployment import Deployment
-from kvplan.planner.mix import length_mix
+from kvplan.planner.mix import Mix, length_mix
 from kvplan.planner.pool import longest, shared_blocks, stage_plans
 from kvplan.planner.result import Plan
 from kvplan.planner.verdict import verdict
@@ -15,7 +15,7 @@ def solve(
     max_model_len: int | None,
     concurrency: int | None,
     shared_prefix: int,
-    mix_lengths: tuple[list[int], bool] | None,
+    mix_lengths: Mix | None,
 ) -> Plan:
     """The plan of deployment ``d``: with ``max_model_len``, how many requests of it fit;
     with ``concurrency`` (or nothing asked), how long that many can each be; with
