@@ -75,6 +75,7 @@ def is_cluster_question(
     line's ``--gpu-memory``). Never raises for a GPU name it does not know: that is the
     planner's error to give; an argument of the wrong type raises ArgumentTypeError (a
     TypeError). Values are the planner's to check."""
+    check_types((GPU, str, list, tuple), "a GPU, a GPU's name, a list of them, or None", gpu=gpu)
     check_types(
         (int, str),
         "an integer or a string",
