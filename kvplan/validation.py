@@ -30,7 +30,11 @@ if TYPE_CHECKING:  # pydantic is imported where a file is checked, not to read Y
 M = TypeVar("M", bound="BaseModel")
 
 #: Problems listed per file; the rest are counted in one closing line.
-MAX_PROBLEMS = 20
+MAX_PROBLEMS = 5
+#: The largest YAML file kvplan reads (a spec is a few KiB, a budget of 4,096 deployments
+#: about 500 KiB): composing YAML costs a few microseconds a node, so this bounds a file to
+#: seconds, whatever it holds.
+YAML_LIMIT_BYTES = 2 * 2**20
 #: Values that aliases (``*name``) may add to a file once expanded. A budget file that shares
 #: settings with an anchor adds a few dozen; a "billion laughs" file adds billions.
 MAX_ALIAS_VALUES = 100_000
@@ -43,17 +47,21 @@ _LONG_DIGITS = re.compile(f"[0-9_]{{{_MAX_INT_CHARS + 1}}}")
 def read_yaml(path: str | Path) -> tuple[Any, str]:
     """The parsed YAML of ``path`` and its text. Raises SpecError (with the line) when the file
     cannot be read or is not YAML."""
-    text = read_text(path)
+    text = read_text(path, limit_bytes=YAML_LIMIT_BYTES)
     return parse_yaml(text, str(path)), text
 
 
 def parse_yaml(text: str, path: str) -> Any:
     """The data of the YAML document ``text`` (from ``path``, for messages).
 
-    Raises SpecError for malformed YAML (with its line), more than one document, aliases that
+    Raises SpecError for a text over ``YAML_LIMIT_BYTES``, malformed YAML (with its line), more
+    than one document, aliases that
     expand past ``MAX_ALIAS_VALUES`` values or refer to themselves, an integer of more than
     1,000 digits, or nesting too deep to read.
     """
+    if len(text) > YAML_LIMIT_BYTES:  # characters: at least as many bytes
+        limit = YAML_LIMIT_BYTES // 2**20
+        raise SpecError(path, [f"cannot read: larger than {limit} MiB, the most kvplan reads"])
     loader = SafeLoader(text)
     node: yaml.Node | None = None
     try:

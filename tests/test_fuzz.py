@@ -747,12 +747,12 @@ def test_2000_unknown_keys_fast_and_capped(tmp_path: Path) -> None:
     result = invoke(["calc", str(path), "-c", "4K"], (2,))
     assert time.perf_counter() - started < 2
     lines = result.stderr.splitlines()
-    # 20 problems listed, the first on line 7 (after the 6 lines of GOOD_SPEC), then a count
-    assert len(lines) == 21
+    # 5 problems listed, the first on line 7 (after the 6 lines of GOOD_SPEC), then a count
+    assert len(lines) == MAX_LINES
     assert lines[0] == (
         f"kvplan: error: {path}:7: k0: unknown key; allowed keys are listed in docs/spec.md"
     )
-    assert lines[-1] == f"kvplan: error: {path}: ... and 1,980 more problems"  # 2000 - 20
+    assert lines[-1] == f"kvplan: error: {path}: ... and 1,995 more problems"  # 2000 - 5
 
 
 def test_4000_bad_layer_types_fast_and_capped(tmp_path: Path) -> None:
@@ -763,9 +763,9 @@ def test_4000_bad_layer_types_fast_and_capped(tmp_path: Path) -> None:
     result = invoke(["show", str(path)], (2,))
     assert time.perf_counter() - started < 2
     lines = result.stderr.splitlines()
-    assert len(lines) == 21
+    assert len(lines) == MAX_LINES
     assert lines[0].startswith(f"kvplan: error: {path}:8: layer_types.0: input should be")
-    assert lines[-1] == f"kvplan: error: {path}: ... and 3,980 more problems"  # 4000 - 20
+    assert lines[-1] == f"kvplan: error: {path}: ... and 3,995 more problems"  # 4000 - 5
 
 
 def test_alias_bomb_budget_is_one_line(tmp_path: Path) -> None:
@@ -776,15 +776,15 @@ def test_alias_bomb_budget_is_one_line(tmp_path: Path) -> None:
 
 def test_aliased_errors_are_capped(tmp_path: Path) -> None:
     # 500 aliases of one deployment with 9 unknown keys: 500 x (9 unknown + 3 missing) = 6,000
-    # problems from a file of about 3 KB; 20 are listed and the rest counted
+    # problems from a file of about 3 KB; 5 are listed and the rest counted
     keys = ", ".join(f"k{i}: 0" for i in range(9))
     text = f"deployments:\n- &a {{{keys}}}\n" + "- *a\n" * 499
     path = tmp_path / "b.yaml"
     path.write_text(text, encoding="utf-8")
     result = invoke(["check", str(path)], (2,))
     lines = result.stderr.splitlines()
-    assert len(lines) == 21
-    assert lines[-1] == f"kvplan: error: {path}: ... and 5,980 more problems"  # 6000 - 20
+    assert len(lines) == MAX_LINES
+    assert lines[-1] == f"kvplan: error: {path}: ... and 5,995 more problems"  # 6000 - 5
 
 
 def test_budget_expect_bool_refused(tmp_path: Path) -> None:
@@ -972,7 +972,7 @@ def test_binary_file_refused_from_its_first_bytes(tmp_path: Path) -> None:
         f.truncate(100 * 2**20)  # NUL bytes past the first 8 KiB: refused by its size
     with text.open("r+b") as f:
         f.write(b"a" * 8192)
-    one_error(["calc", str(text), "-c", "4K"], "larger than 64 MiB")
+    one_error(["calc", str(text), "-c", "4K"], "larger than 2 MiB")  # a YAML file's limit
     assert time.perf_counter() - started < 2
 
 

@@ -43,6 +43,9 @@ from kvplan.validation import field_names, line_locator, read_yaml, validate
 
 #: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
 MAX_COUNT = 2**24
+#: Deployments in one budget file: each is planned, a few hundred microseconds apiece, so a
+#: file is checked in about a second; a larger fleet splits into several files.
+MAX_DEPLOYMENTS = 4096
 #: Upper bound of tensor and pipeline parallel sizes (GPUs in one model replica).
 
 # Integers are integers: YAML's true is refused, never read as 1.
@@ -183,7 +186,9 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    deployments: list[Deployment] = Field(min_length=1, description="The deployments.")
+    deployments: list[Deployment] = Field(
+        min_length=1, max_length=MAX_DEPLOYMENTS, description="The deployments."
+    )
 
 
 _KEYS = field_names(Budget)
@@ -195,9 +200,21 @@ def load_budget(path: str | Path) -> tuple[Budget, str]:
     if not isinstance(path, str | Path):
         raise UnitError(f"path: expected a budget file's path, got {type(path).__name__}")
     data, text = read_yaml(path)
+    return budget_from_data(data, str(path), text), text
+
+
+def budget_from_data(data: Any, shown: str, text: str | None) -> Budget:
+    """The budget a parsed YAML document holds (``text`` its source, for lines), refused
+    before validation when it is no mapping or holds more than MAX_DEPLOYMENTS."""
     if not isinstance(data, dict):
-        raise SpecError(str(path), ["a budget file is a mapping with a `deployments` list"])
-    return validate(Budget, data, str(path), text, _KEYS, "docs/ci.md"), text
+        raise SpecError(shown, ["a budget file is a mapping with a `deployments` list"])
+    deployments = data.get("deployments")
+    if isinstance(deployments, list) and len(deployments) > MAX_DEPLOYMENTS:
+        raise SpecError(
+            shown,
+            [f"deployments: {len(deployments):,} of them; at most {MAX_DEPLOYMENTS:,} a file"],
+        )
+    return validate(Budget, data, shown, text, _KEYS, "docs/ci.md")
 
 
 @dataclass(frozen=True, slots=True)

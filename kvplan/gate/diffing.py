@@ -171,12 +171,10 @@ def _diff_specs(old: str, new: str, old_data: Any, new_data: Any) -> Diff:
 def _diff_budgets(
     old: str, new: str, old_data: Any, new_data: Any, old_path: Path, new_path: Path
 ) -> Diff:
-    from kvplan.gate.budget import Budget, context_at_concurrency, deployment_facts
-    from kvplan.validation import field_names, validate
+    from kvplan.gate.budget import budget_from_data, context_at_concurrency, deployment_facts
 
-    keys = field_names(Budget)
-    before = validate(Budget, old_data, old, None, keys, "docs/ci.md")
-    after = validate(Budget, new_data, new, None, keys, "docs/ci.md")
+    before = budget_from_data(old_data, old, None)
+    after = budget_from_data(new_data, new, None)
     old_by_name = {d.name: d for d in before.deployments}
     new_by_name = {d.name: d for d in after.deployments}
     changes: list[Change] = []
