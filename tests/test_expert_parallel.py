@@ -5,6 +5,7 @@ what each expert-parallel rank then holds."""
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -230,7 +231,11 @@ _TINY_MOE = {
 
 def _header_only(path: Path, tensors: dict[str, list[int]]) -> None:
     """A safetensors header of bf16 tensors; the data is absent, as only headers are read."""
-    header = {name: {"dtype": "BF16", "shape": shape} for name, shape in tensors.items()}
+    header, offset = {}, 0
+    for name, shape in tensors.items():
+        size = 2 * math.prod(shape)
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
 

@@ -892,7 +892,8 @@ def test_gptq_bits_zero(tmp_path: Path) -> None:
     config = json.loads((folder / "config.json").read_text())
     config["quantization_config"] = {"quant_method": "gptq", "bits": 0}
     (folder / "config.json").write_text(json.dumps(config))
-    body = json.dumps({"w.qweight": {"dtype": "I32", "shape": [2, 2]}}).encode()
+    body = json.dumps({"w.qweight": {"dtype": "I32", "shape": [2, 2], "data_offsets": [0, 16]}})
+    body = body.encode()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(body)) + body)
     one_error(["import", str(folder)], "quantization_config.bits: must be an integer from 1")
 

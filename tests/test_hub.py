@@ -26,6 +26,8 @@ from hub_server import (
     serve,
 )
 
+from kvplan.importers.safetensors import DTYPE_BITS
+
 pytest.importorskip("huggingface_hub")
 
 
@@ -154,7 +156,7 @@ def test_a_malformed_header_names_the_file_on_the_hub(hub: Hub, tmp_path: Path) 
     assert done.returncode == 2
     assert done.stderr == (
         "kvplan: error: acme/bad-header@main/model.safetensors: not a safetensors file:"
-        " w: dtype 'bf16' is not a safetensors dtype\n"
+        f" w: dtype 'bf16' is not a safetensors dtype; one of {', '.join(DTYPE_BITS)}\n"
     )
 
 

@@ -30,6 +30,7 @@ from kvplan.importers import (
     spec_from_config,
     supported_model_types,
 )
+from kvplan.importers.safetensors import DTYPE_BITS
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -502,6 +503,32 @@ def test_index_alone_gives_parameters_when_unquantized(tmp_path: Path) -> None:
     assert import_config(folder).spec.num_parameters == 8_030_261_248
 
 
+_DTYPES = ", ".join(DTYPE_BITS)
+_OFFSETS = "w: data_offsets must be [begin, end], 0 <= begin <= end"
+
+
+def test_a_header_in_utf16_is_not_safetensors(tmp_path: Path) -> None:
+    # the format's header is UTF-8 JSON; json.loads would also read UTF-16
+    path = tmp_path / "x.safetensors"
+    raw = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}})
+    path.write_bytes(struct.pack("<Q", 2 * len(raw) + 2) + raw.encode("utf-16"))
+    with pytest.raises(SpecError, match="the header is not a JSON object"):
+        read_safetensors_header(path)
+
+
+def test_tensors_in_any_order_tile_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    raw = json.dumps(
+        {
+            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+            "a": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]},
+            "empty": {"dtype": "F4", "shape": [0], "data_offsets": [12, 12]},
+        }
+    ).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    assert set(read_safetensors_header(path)) == {"a", "b", "empty"}
+
+
 @pytest.mark.parametrize(
     ("entry", "problem"),
     [
@@ -509,11 +536,48 @@ def test_index_alone_gives_parameters_when_unquantized(tmp_path: Path) -> None:
         ({"dtype": "BF16", "shape": [True]}, "w: shape True is not a size"),
         ({"dtype": "BF16", "shape": [2**49]}, "w: shape 562949953421312 is not a size"),
         ({"dtype": "BF16", "shape": [1] * 17}, "w: shape must be a list of at most 16 sizes"),
-        ({"dtype": 7, "shape": [1]}, "w: dtype 7 is not a safetensors dtype"),
+        ({"dtype": 7, "shape": [1]}, f"w: dtype 7 is not a safetensors dtype; one of {_DTYPES}"),
+        # a name of the right look that the format does not have
+        (
+            {"dtype": "Q7_ZZ", "shape": [1]},
+            f"w: dtype 'Q7_ZZ' is not a safetensors dtype; one of {_DTYPES}",
+        ),
+        # byte ranges: backwards, missing, or not the tensor's size (2 x BF16 is 4 B; 3 x F4 is
+        # 1.5 B, which no byte range holds)
+        ({"dtype": "BF16", "shape": [2], "data_offsets": [5, 2]}, _OFFSETS),
+        ({"dtype": "BF16", "shape": [2]}, _OFFSETS),
+        ({"dtype": "BF16", "shape": [2], "data_offsets": [0, 2.0]}, _OFFSETS),
+        (
+            {"dtype": "BF16", "shape": [2], "data_offsets": [0, 8]},
+            "w: data_offsets span 8 B; 2 x BF16 is 4 B",
+        ),
+        (
+            {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]},
+            "w: data_offsets span 2 B; 3 x F4 is 1.5 B",
+        ),
+        (
+            {"dtype": "BF16", "shape": [2], "data_offsets": [4, 8]},
+            "w: data_offsets start at 4, not 0",
+        ),
         ({"dtype": "BF16"}, "w: shape must be a list of at most 16 sizes"),
         ("x", "w: must be an object with dtype and shape"),
     ],
-    ids=["string-dim", "bool-dim", "huge-dim", "rank-17", "int-dtype", "no-shape", "string"],
+    ids=[
+        "string-dim",
+        "bool-dim",
+        "huge-dim",
+        "rank-17",
+        "int-dtype",
+        "unknown-dtype",
+        "backwards",
+        "no-offsets",
+        "float-offset",
+        "long-span",
+        "half-byte",
+        "gap",
+        "no-shape",
+        "string",
+    ],
 )
 def test_malformed_safetensors_entries(tmp_path: Path, entry: Any, problem: str) -> None:
     path = tmp_path / "x.safetensors"
@@ -643,7 +707,11 @@ def test_folder_and_hub_headers_count_alike(tmp_path: Path) -> None:
     tensors = {"a": ("BF16", [100, 64]), "b": ("F32", [64])}
     _write_safetensors(folder / "model.safetensors", tensors)
     local = weights_in_folder(folder, {}, "bfloat16")
-    header = {name: {"dtype": d, "shape": s} for name, (d, s) in tensors.items()}
+    # the same header as written: BF16 a 100 x 64 x 2 = 12,800 B from 0, F32 b 256 B after it
+    header = {
+        "a": {"dtype": "BF16", "shape": [100, 64], "data_offsets": [0, 12_800]},
+        "b": {"dtype": "F32", "shape": [64], "data_offsets": [12_800, 13_056]},
+    }
     remote = weights_from_headers({"acme/x@main/model.safetensors": header}, {}, " on the Hub")
     assert local is not None
     # 100 x 64 = 6,400 BF16 and 64 F32: 6,464 parameters

@@ -51,6 +51,7 @@ from urllib.parse import quote, urlsplit
 
 from kvplan.errors import HubNotFoundError, HubUnavailableError, SpecError, UnitError
 from kvplan.files import TEXT_LIMIT_BYTES, write_atomic
+from kvplan.importers import safetensors
 from kvplan.importers.hub_http import Answer, BodyTooLarge, RequestFailed, get
 from kvplan.importers.reading import CONFIG_NAME, read_json
 from kvplan.importers.safetensors import INDEX_NAME, WeightCount, weights_from_headers
@@ -76,7 +77,7 @@ LISTING_LIMIT_BYTES = 8 * 2**20
 #: config.json and the index, as from a folder (``kvplan.files.TEXT_LIMIT_BYTES``, 64 MiB).
 FILE_LIMIT_BYTES = TEXT_LIMIT_BYTES
 #: One safetensors header, as the local reader allows (the format's own cap is 100 MB).
-HEADER_LIMIT_BYTES = 100 * 2**20
+HEADER_LIMIT_BYTES = safetensors.HEADER_LIMIT_BYTES
 #: All the headers of one checkpoint together: DeepSeek-V3's 163 hold about 10 MB.
 HEADERS_LIMIT_BYTES = 100 * 2**20
 #: Files an index may name (DeepSeek-V3 has 163); more is refused before any is read.
@@ -323,10 +324,7 @@ class _Site:
             raw += self._range(commit, shard, _FIRST_READ_BYTES, 8 + length - 1)
         if len(raw) < length:  # the file ends inside its header
             return None
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            return None
+        return safetensors.parse_header(raw)
 
     def _range(self, commit: str, filename: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of a file; a server that ignores the range sends the

@@ -13,7 +13,6 @@ bytes come from differs (``read_safetensors_header`` here, range requests in ``h
 from __future__ import annotations
 
 import json
-import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,11 +33,18 @@ _OVERHEAD = ("_scales", "_scale", "weight_scale_inv", ".scales", ".qzeros", ".g_
 # ``block_sparse_moe.experts.``), ``mlp.experts.gate_up_proj_blocks`` (gpt-oss, one tensor for
 # all experts); a shared expert (``shared_experts.``, ``shared_expert.``) is not among them.
 _ROUTED_EXPERTS = ".experts."
-_HEADER_LIMIT = 100 * 2**20
-_DTYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,15}")
+#: The longest header read: the safetensors library's own limit (100,000,000 B) rounded up.
+HEADER_LIMIT_BYTES = 100 * 2**20
+#: Bits of one element of each safetensors dtype (the format's own list, as of 0.7).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4,
+    "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32,
+    "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}  # fmt: skip
 #: Dimensions of one tensor, and the largest dimension: far beyond any checkpoint.
 _MAX_RANK = 16
 _MAX_DIM = 2**48
+_MAX_OFFSET = 2**62
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,31 +70,67 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
     if len(head) < 8:
         raise SpecError(str(path), ["not a safetensors file: shorter than 8 bytes"])
     (length,) = struct.unpack("<Q", head)
-    if length > _HEADER_LIMIT:
+    if length > HEADER_LIMIT_BYTES:
         raise SpecError(str(path), [f"not a safetensors file: header of {length:,} B"])
     raw = read_bytes(path, offset=8, num_bytes=length)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
-        header = None
-    if len(raw) < length:
-        header = None
+    header = parse_header(raw) if len(raw) == length else None
     return check_header(header, str(path))
 
 
+def parse_header(raw: bytes) -> Any:
+    """The JSON of a header's bytes, strictly UTF-8 (the format's encoding: ``json.loads``
+    alone would also read UTF-16 and UTF-32); None when they are not."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        return None
+
+
 def check_header(header: Any, where: str) -> dict[str, Any]:
-    """``header`` when it is a safetensors header (tensor name -> {dtype, shape}); SpecError
-    naming ``where`` (a file, or a file on the Hub) when it is not an object or an entry's dtype
-    or shape is malformed."""
+    """``header`` when it is a safetensors header (tensor name -> {dtype, shape,
+    data_offsets}); SpecError naming ``where`` (a file, or a file on the Hub) when it is not an
+    object, an entry's dtype or shape is malformed, or the tensors' byte ranges are not what
+    the format requires: each as long as its dtype and shape, one after another from 0. (The
+    data itself is never read, so a file holding only its header still counts.)"""
     if not isinstance(header, dict):
         raise SpecError(where, ["not a safetensors file: the header is not a JSON object"])
     try:
-        for name, info in header.items():
-            if name != "__metadata__":
-                _tensor(name, info)
+        spans = sorted(
+            (_span(name, info), name) for name, info in header.items() if name != "__metadata__"
+        )
+        end = 0
+        for (begin, stop), name in spans:
+            if begin != end:
+                shown = name if len(name) <= 80 else name[:77] + "..."
+                raise SpecError("", [f"{shown}: data_offsets start at {begin:,}, not {end:,}"])
+            end = stop
     except SpecError as e:
         raise SpecError(where, [f"not a safetensors file: {e.problems[0]}"]) from None
     return header
+
+
+def _span(name: str, info: Any) -> tuple[int, int]:
+    """A tensor's ``data_offsets`` [begin, end], checked against its dtype and shape."""
+    dtype, numel = _tensor(name, info)
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    offsets = info.get("data_offsets")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int and 0 <= o <= _MAX_OFFSET for o in offsets)
+        or offsets[0] > offsets[1]
+    ):
+        raise SpecError("", [f"{shown}: data_offsets must be [begin, end], 0 <= begin <= end"])
+    bits = numel * DTYPE_BITS[dtype]
+    if bits % 8 or offsets[1] - offsets[0] != bits // 8:
+        raise SpecError(
+            "",
+            [
+                f"{shown}: data_offsets span {offsets[1] - offsets[0]:,} B; {numel:,} x {dtype}"
+                f" is {bits / 8:,g} B"
+            ],
+        )
+    return offsets[0], offsets[1]
 
 
 def _tensor(name: str, info: Any) -> tuple[str, int]:
@@ -97,8 +139,14 @@ def _tensor(name: str, info: Any) -> tuple[str, int]:
     if not isinstance(info, Mapping):
         raise SpecError("", [f"{shown}: must be an object with dtype and shape"])
     dtype, shape = info.get("dtype"), info.get("shape")
-    if not isinstance(dtype, str) or not _DTYPE_NAME.fullmatch(dtype):
-        raise SpecError("", [f"{shown}: dtype {abbreviate(dtype)} is not a safetensors dtype"])
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise SpecError(
+            "",
+            [
+                f"{shown}: dtype {abbreviate(dtype)} is not a safetensors dtype; one of"
+                f" {', '.join(DTYPE_BITS)}"
+            ],
+        )
     if not isinstance(shape, list) or len(shape) > _MAX_RANK:
         raise SpecError("", [f"{shown}: shape must be a list of at most {_MAX_RANK} sizes"])
     numel = 1
