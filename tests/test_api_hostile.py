@@ -102,6 +102,14 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 def _valid(folder: Path) -> World:
     """Valid arguments for every public callable that is called here."""
+    _write_files(folder)
+    spec = kvplan.load_model("llama-3.1-8b")
+    gpu = kvplan.find_gpu("h100")
+    values = {**_function_arguments(folder, spec, gpu), **_class_arguments(gpu)}
+    return World(folder, spec, gpu, values)
+
+
+def _write_files(folder: Path) -> None:
     (folder / "spec.yaml").write_text(TINY_SPEC)
     (folder / "new.yaml").write_text(TINY_SPEC.replace("layers: 2", "layers: 3"))
     (folder / "budget.yaml").write_text(BUDGET)
@@ -109,20 +117,23 @@ def _valid(folder: Path) -> World:
     (folder / "hf").mkdir()
     shutil.copy(HERE / "fixtures/hf/llama-3.1-8b/config.json", folder / "hf/config.json")
     shutil.copy(HERE / "data/logs/vllm-0.19-llama-3.1-8b-tp1.log", folder / "vllm.log")
-    spec = kvplan.load_model("llama-3.1-8b")
-    gpu = kvplan.find_gpu("h100")
+
+
+#: The smallest spec a caller could write by hand.
+TINY = {
+    "name": "t",
+    "num_hidden_layers": 1,
+    "num_attention_heads": 1,
+    "head_dim": 2,
+    "torch_dtype": "float16",
+}
+
+
+def _function_arguments(
+    folder: Path, spec: kvplan.ModelSpec, gpu: kvplan.GPU
+) -> dict[str, dict[str, Any]]:
     budget, budget_text = kvplan.load_budget(folder / "budget.yaml")
-    bf16 = kvplan.resolve_dtype("bfloat16")
-    tiny = {
-        "name": "t",
-        "num_hidden_layers": 1,
-        "num_attention_heads": 1,
-        "head_dim": 2,
-        "torch_dtype": "float16",
-    }
-    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
-    values: dict[str, dict[str, Any]] = {
-        # functions
+    return {
         "alternatives": {"spec": spec, "gpu": gpu, "context_tokens": 1024},
         "bytes_per_token": {"spec": spec},
         "cache_dtypes": {"spec": spec},
@@ -152,7 +163,7 @@ def _valid(folder: Path) -> World:
         "memory_curve": {"spec": spec, "contexts": [1024, 2048]},
         "model_weights": {"spec": spec},
         "parse_bytes": {"text": "1GiB"},
-        "parse_spec": {"data": tiny},
+        "parse_spec": {"data": TINY},
         "parse_tokens": {"text": "1K"},
         "perf": {"spec": spec, "gpu": gpu, "context_tokens": 1024},
         "pipeline_partition": {"num_layers": 32, "pipeline_parallel_size": 2},
@@ -176,13 +187,20 @@ def _valid(folder: Path) -> World:
         "trtllm_kv_cache": {"spec": spec, "gpu": gpu},
         "vllm_config": {"max_model_len": 4096},
         "vllm_profile": {"spec": spec, "gpu": gpu, "cfg": kvplan.vllm_config(4096)},
-        # classes a caller builds
+    }
+
+
+def _class_arguments(gpu: kvplan.GPU) -> dict[str, dict[str, Any]]:
+    """The classes a caller builds."""
+    heads = {"num_kv_heads": 8, "head_dim": 128, "v_head_dim": 128}
+    bf16 = kvplan.resolve_dtype("bfloat16")
+    return {
         "ChunkedLocalAttention": {**heads, "chunk": 8192},
         "DType": {"name": "custom", "block_values": 32, "block_bytes": 18},
         "FullAttention": heads,
         "GPU": _fields(gpu),
         "MLALatent": {"kv_lora_rank": 512, "qk_rope_head_dim": 64},
-        "ModelSpec": tiny,
+        "ModelSpec": TINY,
         "NoCache": {},
         "RecurrentState": {
             "kind": "mamba",
@@ -194,7 +212,6 @@ def _valid(folder: Path) -> World:
         "System": _fields(kvplan.find_system("hgx-h100")),
         "VllmConfig": _fields(kvplan.vllm_config(4096)),
     }
-    return World(folder, spec, gpu, values)
 
 
 #: Public classes that kvplan builds and returns: a caller reads them, never builds them, so
@@ -353,7 +370,7 @@ def _call(fn: Callable[..., object], kwargs: dict[str, Any]) -> BaseException | 
     finally:
         if timed:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGALRM, previous or signal.SIG_DFL)
     if time.perf_counter() - start > CALL_SECONDS:
         return _Slow()
     return None

@@ -351,8 +351,6 @@ def kv_cache(
         cuda_graph_max_bs=cuda_graph_max_bs,
     )
     check_flags(enable_dp_attention=enable_dp_attention)
-    if mem_fraction_static is not None:
-        as_real(mem_fraction_static, "mem_fraction_static", low=0, high=1)
     as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
     attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
     fraction = (
@@ -366,7 +364,7 @@ def kv_cache(
             enable_dp_attention=enable_dp_attention,
         )
         if mem_fraction_static is None
-        else mem_fraction_static
+        else as_real(mem_fraction_static, "mem_fraction_static", low=0, high=1)
     )
     dtype = _kv_dtype(spec, kv_cache_dtype)
     pre_load_free = gpu.memory_bytes - used_before_load_bytes
