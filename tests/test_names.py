@@ -55,6 +55,8 @@ RESOLVED = [
     ("Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4", "qwen2.5-72b", "gptq"),
     ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "qwen2.5-7b", "int8"),
     ("Qwen/Qwen2.5-14B-Instruct-AWQ", "qwen2.5-14b", "awq"),
+    # two suffixes of one width: the outermost is what the files have
+    ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b", "int4"),
     ("Qwen/Qwen2.5-32B-Instruct-GGUF", "qwen2.5-32b", None),
     ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b", "fp8_e4m3"),
     ("meta-llama/Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8_e4m3"),
@@ -147,6 +149,10 @@ REFUSED = [
     ("deepseek-r1:8b", "deepseek-r1:8b", "deepseek-r1"),
     ("llama3.1:8b-q2_K", "q2_k", None),
     ("unsloth/DeepSeek-R1-GGUF:UD-IQ1_S", "iq1", None),
+    # two weight formats of different widths contradict each other: neither is read
+    ("qwen3:8b-q4_K_M-q8_0-fp16", "q8_0 and q4_k_m name weights of 8 and 4 bits", None),
+    ("Qwen/Qwen3-8B-FP8-GGUF:Q4_K_M", "fp8 and q4_k_m name weights of 8 and 4 bits", None),
+    ("Qwen3-8B-bf16-AWQ", "bf16 and awq name weights of 16 and 4 bits", None),
 ]
 
 
@@ -190,7 +196,13 @@ def test_unknown_name_suggests_nearest() -> None:
 
 
 @pytest.mark.parametrize(
-    "typed", ["Qwen/Qwen3-235B-A22B-Instruct-2510", "nosuch-model-9b", "llama3.1:8b-q2_K"]
+    "typed",
+    [
+        "Qwen/Qwen3-235B-A22B-Instruct-2510",
+        "nosuch-model-9b",
+        "llama3.1:8b-q2_K",
+        "qwen3:8b-q4_K_M-q8_0-fp16",
+    ],
 )
 def test_cli_refusal_is_one_line_exit_2(typed: str) -> None:
     result = runner.invoke(app, ["calc", typed, "--context", "8k"])

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kvplan.errors import ModelNotFoundError, NameRefusedError, closest
+from kvplan.model.weights import whole_bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +263,7 @@ class _State:
     known: Mapping[str, str]
     lines: list[str]
     fmt: Format | None = None
+    fmt_suffix: str = ""
 
 
 def read_name(text: str, known: Mapping[str, str]) -> Reading:
@@ -349,9 +351,24 @@ def _gguf_format(state: _State, tag: str) -> None:
 
 
 def _set_format(state: _State, suffix: str, fmt: Format) -> None:
-    if state.fmt is None:  # the outermost quantization is the one the files have
-        state.fmt = fmt
+    """The weight format a suffix names: the outermost one is what the files have (-AWQ-INT4
+    is int4); a second suffix of another width (q4_K_M and q8_0, fp16 and q4_0) contradicts
+    it, and the name is refused rather than read by whichever comes last."""
+    if state.fmt is None:
+        state.fmt, state.fmt_suffix = fmt, suffix
         state.lines.append(f"{suffix} -> {fmt.note}")
+    elif _bits(fmt) != _bits(state.fmt):
+        raise NameRefusedError(
+            state.typed,
+            f"{suffix.lstrip('-')} and {state.fmt_suffix.lstrip('-')} name weights of"
+            f" {_bits(fmt)} and {_bits(state.fmt)} bits; name one format",
+            [],
+        )
+
+
+def _bits(fmt: Format) -> int:
+    """A format's whole bits a weight; the spec's own weights (fp16, bf16) are 16."""
+    return 16 if fmt.weight_dtype is None else whole_bits(fmt.weight_dtype)
 
 
 def _lookup(state: _State, key: str) -> str | None:

@@ -151,6 +151,13 @@ def weights_for_pool(
     return model_weights(spec, dtype, quantization)
 
 
+def whole_bits(weight_dtype: str) -> int:
+    """The whole bits a weight of ``weight_dtype`` takes, scales included and rounded down:
+    8 for fp8, int8 and q8_0 (8.5), 4 for int4, awq, gptq, mxfp4, nvfp4 and q4_0 (4.5)."""
+    fmt = _checkpoint_format(weight_dtype)
+    return 8 * fmt.block_bytes // fmt.block_values
+
+
 def _checkpoint_format(weight_dtype: str) -> DType:
     if weight_dtype in ("fp8_e4m3", "fp8_e5m2"):
         return _CHECKPOINT_FP8
