@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from kvplan.errors import SpecError
+from kvplan.errors import ArgumentTypeError, SpecError
 
 EXISTS = "exists; pass --force to overwrite it"
 
@@ -33,9 +33,16 @@ _NOT_REGULAR = "not a regular file (a FIFO, a device or a socket); give a file"
 _NOT_REGULAR_WRITE = "not a regular file (a FIFO, a device or a socket)"
 
 
+def _is_path(path: object) -> bool:
+    """A str or a path object: never an int, which ``os`` would read as an open descriptor."""
+    return isinstance(path, str | os.PathLike) and isinstance(os.fspath(path), str)
+
+
 def path_exists(path: str | Path) -> bool:
     """Whether ``path`` names anything (a dangling link counts); never raises, so a name too
     long for the file system, or one with a NUL byte, is simply absent."""
+    if not _is_path(path):
+        return False
     try:
         return os.path.lexists(path)
     except (OSError, ValueError):
@@ -44,6 +51,8 @@ def path_exists(path: str | Path) -> bool:
 
 def is_file(path: str | Path) -> bool:
     """Whether ``path`` is a regular file (following links); never raises."""
+    if not _is_path(path):
+        return False
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
@@ -52,6 +61,8 @@ def is_file(path: str | Path) -> bool:
 
 def is_folder(path: str | Path) -> bool:
     """Whether ``path`` is a folder (following links); never raises."""
+    if not _is_path(path):
+        return False
     try:
         return stat.S_ISDIR(os.stat(path).st_mode)
     except (OSError, ValueError):
@@ -64,7 +75,13 @@ def _cannot(path: str | Path, e: OSError | ValueError) -> SpecError:
 
 
 def _open_regular(path: str | Path) -> int:
-    """A read-only descriptor of ``path``, which must be a regular file. Raises SpecError."""
+    """A read-only descriptor of ``path``, which must be a regular file. Raises SpecError, or
+    ArgumentTypeError (a TypeError) for a ``path`` that is no str or path object."""
+    if not _is_path(path):
+        shown_type = type(path).__name__
+        raise ArgumentTypeError(
+            f"path: expected a path (a str or a pathlib.Path), got {shown_type}"
+        )
     shown = str(path)
     try:
         mode = os.stat(path).st_mode

@@ -284,32 +284,9 @@ TYPE_AS_SPEC_ERROR = {"ModelSpec"}
 #: Functions that need an optional dependency for anything past their argument checks.
 NEEDS = {"run_probe": "torch"}
 
-_GATE = "needs kvplan/gate/, owned elsewhere for now"
-#: Known failures in modules this change may not touch; each lists why.
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("refused", "diff_files", "old"): f"TypeError from os.fspath, no parameter named; {_GATE}",
-    ("refused", "diff_files", "new"): f"TypeError from os.fspath, no parameter named; {_GATE}",
-    ("refused", "load_lengths", "path"): (
-        "OverflowError for a huge int path; needs kvplan/answers/workload.py or kvplan/files.py"
-    ),
-    ("typed", "diff_files", "old"): _GATE,
-    ("typed", "diff_files", "new"): _GATE,
-    ("typed", "check_budget", "budget"): f"UnitError for a wrong type; {_GATE}",
-    ("typed", "check_budget", "text"): f"UnitError for a wrong type; {_GATE}",
-    ("typed", "check_budget", "path"): f"UnitError for a wrong type; {_GATE}",
-    ("typed", "load_budget", "path"): f"UnitError for a wrong type; {_GATE}",
-    ("typed", "json_schema", "kind"): f"UnitError for a wrong type; {_GATE}",
-    ("typed", "load_lengths", "path"): (
-        "an int path is read as a file descriptor (SpecError, OverflowError); needs"
-        " kvplan/answers/workload.py or kvplan/files.py"
-    ),
-    ("typed", "plan", "lengths"): (
-        "UnitError for a lengths that is no sequence; needs kvplan/planner/mix.py"
-    ),
-    ("typed", "plan_deployment", "lengths"): (
-        "UnitError for a lengths that is no sequence; needs kvplan/planner/mix.py"
-    ),
-}
+#: Known failures, each with why: none now. A case that must wait for a fix elsewhere goes
+#: here as ``(kind, function, parameter): reason``, and fails the suite once it passes.
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 def _callables() -> set[str]:

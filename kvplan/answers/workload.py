@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.answers.line_shapes import Shape, learn_shape
+from kvplan.arguments import as_path
 from kvplan.errors import SpecError
 from kvplan.files import read_text
 from kvplan.units import MAX_DIGITS, abbreviate
@@ -87,6 +88,7 @@ class _Problems:
 
 
 def _read(path: str | Path, sink: Sink) -> None:
+    path = as_path(path, "path")
     shown = str(path)
     text = read_text(path)
     problems = _Problems()

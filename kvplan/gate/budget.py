@@ -27,7 +27,7 @@ from pydantic import (
 
 from kvplan.answers.plans import answer
 from kvplan.answers.question import Question
-from kvplan.arguments import MAX_PARALLEL
+from kvplan.arguments import MAX_PARALLEL, as_path, as_str, wrong_type
 from kvplan.errors import KvplanError, SpecError, UnitError
 from kvplan.files import path_exists
 from kvplan.model.estimator import bytes_per_token
@@ -196,9 +196,8 @@ _KEYS = field_names(Budget)
 
 def load_budget(path: str | Path) -> tuple[Budget, str]:
     """A validated budget file and its text. Raises SpecError with file, line and field,
-    UnitError for a ``path`` that is not a str or Path."""
-    if not isinstance(path, str | Path):
-        raise UnitError(f"path: expected a budget file's path, got {type(path).__name__}")
+    ArgumentTypeError (a TypeError) for a ``path`` that is not a str or Path."""
+    path = as_path(path, "path")
     data, text = read_yaml(path)
     return budget_from_data(data, str(path), text), text
 
@@ -394,13 +393,14 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
     """Every assertion of every deployment, in file order, with its line in ``text``.
 
     ``budget`` and ``text`` are what ``load_budget(path)`` returns; model paths in it are
-    relative to ``path``'s folder. Raises UnitError for arguments of the wrong type, and the
+    relative to ``path``'s folder. Raises ArgumentTypeError (a TypeError) for arguments of the
+    wrong type, and the
     errors of loading a model or planning (SpecError, ModelNotFoundError, UnknownGPUError,
     UnitError) naming the deployment's setting."""
     if not isinstance(budget, Budget):
-        raise UnitError(f"budget: expected a Budget (load_budget), got {type(budget).__name__}")
-    if not isinstance(text, str) or not isinstance(path, str | Path):
-        raise UnitError("text and path: expected the budget file's text and its path")
+        raise wrong_type("budget", "a Budget (load_budget)", budget)
+    text = as_str(text, "text", "the budget file's text (a str)")
+    path = as_path(path, "path")
     base = Path(path).resolve().parent
     line_of = line_locator(text)  # the file composed once, whatever the number of assertions
     results: list[AssertionResult] = []

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan.arguments import as_path
 from kvplan.errors import SpecError
 from kvplan.files import TEXT_LIMIT_BYTES, path_exists
 from kvplan.validation import parse_yaml, read_yaml
@@ -57,7 +58,9 @@ class Diff:
 
 
 def diff_files(old: str, new: str) -> Diff:
-    """Compare two specs or two budget files (see the module docstring)."""
+    """Compare two specs or two budget files (see the module docstring). ArgumentTypeError (a
+    TypeError) for an ``old`` or ``new`` that is no str or path."""
+    old, new = (str(as_path(v, n)) for v, n in ((old, "old"), (new, "new")))
     old_data, old_path = _read(old)
     new_data, new_path = _read(new)
     old_kind, new_kind = _kind(old_data), _kind(new_data)

@@ -6,7 +6,11 @@ from typing import Any
 
 
 def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of ``spec`` or ``budget`` files (draft 2020-12)."""
+    """The JSON Schema of ``spec`` or ``budget`` files (draft 2020-12). UnitError for another
+    kind, ArgumentTypeError (a TypeError) for a ``kind`` that is no str."""
+    from kvplan.arguments import as_str
+
+    kind = as_str(kind, "kind", "a str: spec or budget")
     if kind == "spec":
         from kvplan.model.spec import ModelSpec
         from kvplan.model.spec_schema import schema_of

@@ -33,6 +33,7 @@ from kvplan.planner.deployment import (
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
     from kvplan.planner.cluster import ClusterPlan
+    from kvplan.planner.mix import Lengths
     from kvplan.planner.result import Plan
 
 #: The engine whose fewest-GPU question the cluster search answers (``kvplan plan -e``).
@@ -164,7 +165,7 @@ def plan_deployment(
     kv_cache_memory_bytes: int | str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     shared_prefix_tokens: int | str = 0,
-    lengths: Sequence[int] | None = None,
+    lengths: Lengths | None = None,
     mean_length: int | str | None = None,
     p99_length: int | str | None = None,
     max_num_batched_tokens: int | str = DEFAULT_MAX_NUM_BATCHED_TOKENS,
