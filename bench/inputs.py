@@ -79,7 +79,8 @@ def main() -> int:
             seconds = time.perf_counter() - start
             peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
             last = (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or [""])[-1]
-            print(f"{label:32s} exit {run.returncode}  {seconds:6.2f} s  {peak:7.0f} MiB  {last[:60]}")
+            shown = f"exit {run.returncode}  {seconds:6.2f} s  {peak:7.0f} MiB"
+            print(f"{label:32s} {shown}  {last[:60]}")
     return 0
 
 
