@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kvplan.errors import ArgumentTypeError, UnitError
 from kvplan.units import MAX_DIGITS, abbreviate, parse_bytes, parse_tokens
@@ -138,14 +138,27 @@ def as_instance(value: object, kind: type[T], name: str, what: str) -> T:
 
 def as_path(value: object, name: str) -> str | Path:
     """A path: a str or an ``os.PathLike`` of str. An int is refused (``os`` would read it as an
-    open file descriptor), as are bytes and every other type."""
+    open file descriptor), as are bytes and every other type; a NUL byte, which no file name
+    holds, is a UnitError."""
+    path: str | Path | None = None
     if isinstance(value, str | Path):
-        return value
-    if isinstance(value, os.PathLike):
+        path = value
+    elif isinstance(value, os.PathLike):
         text = os.fspath(value)
-        if isinstance(text, str):
-            return text
-    raise wrong_type(name, "a path (a str or a pathlib.Path)", value)
+        path = text if isinstance(text, str) else None
+    if path is None:
+        raise wrong_type(name, "a path (a str or a pathlib.Path)", value)
+    if "\0" in str(path):
+        raise UnitError(f"{name}: a path holds no NUL byte, got {abbreviate(str(path))}")
+    return path
+
+
+def as_values(value: object, name: str, what: str) -> Sequence[Any]:
+    """Any sequence of values (a list, a tuple, a range), but not text or bytes: ``"8192"``
+    and ``b"h100"`` are sequences of characters and bytes, never of counts."""
+    if isinstance(value, str | bytes | bytearray | memoryview) or not isinstance(value, Sequence):
+        raise wrong_type(name, what, value)
+    return value
 
 
 def as_sequence(value: object, name: str, what: str) -> Sequence[object]:

@@ -91,6 +91,8 @@ def _hostile(world: World) -> list[object]:
         [],
         {},
         object(),
+        b"h100",  # bytes: a sequence of ints, never of counts, and no name
+        "spec\x00.yaml",  # a NUL byte, which no path holds
         world.gpu,  # a GPU where a spec or a count goes
         world.spec,  # a spec where a GPU or a count goes
     ]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvplan.arguments import as_int, as_optional_str, as_str, as_tokens, wrong_type
+from kvplan.arguments import as_int, as_optional_str, as_str, as_tokens, as_values, wrong_type
 from kvplan.errors import ArgumentTypeError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -236,8 +236,7 @@ def perf(
     quantization = _optional_str("quantization", quantization)
     engine = _engine(engine)
     if curve is not None:
-        if isinstance(curve, str) or not isinstance(curve, Sequence):
-            raise wrong_type("curve", "a sequence of batch sizes", curve)
+        curve = as_values(curve, "curve", "a sequence of batch sizes")
         sizes = [_count(f"curve[{i}]", b, 1) for i, b in enumerate(curve)]
     else:
         sizes = _ladder(max(concurrency, fit or 1))
@@ -423,8 +422,7 @@ def memory_curve(
     from kvplan.model.estimator import estimate
 
     spec = _spec(spec)
-    if isinstance(contexts, str) or not isinstance(contexts, Sequence):
-        raise wrong_type("contexts", "a sequence of token counts", contexts)
+    contexts = as_values(contexts, "contexts", "a sequence of token counts")
     tokens = [_tokens(f"contexts[{i}]", c, 0) for i, c in enumerate(contexts)]
     dtypes = cache_dtypes(spec, _engine(engine), kv_cache_dtype=kv_cache_dtype)
     k, v = dtypes.k.name, dtypes.v.name

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvplan.arguments import as_int, as_tokens, wrong_type
+from kvplan.arguments import as_int, as_tokens, as_values
 from kvplan.errors import UnitError
 from kvplan.planner.pool import StagePlan, concurrency, shared_blocks, shared_bytes
 from kvplan.planner.result import LengthMix
@@ -24,12 +24,11 @@ def mix_lengths(lengths: Lengths | None, mean: int | None, p99: int | None) -> M
     if isinstance(lengths, Mapping):
         return _histogram(lengths), False
     if lengths is not None:
-        if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
-            raise wrong_type(
-                "lengths",
-                "a sequence of integer token counts, or a mapping of token count to requests",
-                lengths,
-            )
+        lengths = as_values(
+            lengths,
+            "lengths",
+            "a sequence of integer token counts, or a mapping of token count to requests",
+        )
         if not lengths:
             raise UnitError("lengths: the mix is empty; give at least one request length")
         if set(map(type, lengths)) != {int}:  # strings such as "32k", or bad values
