@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# No test reaches the Hub: a Hub id the catalog lacks is read from the cache alone, and a test
+# of the Hub serves its own on 127.0.0.1 with an environment of its own (tests/hub_server.py).
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 TINY = """\
 name: tiny

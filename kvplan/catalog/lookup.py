@@ -11,7 +11,12 @@ from functools import cache
 from pathlib import Path
 
 from kvplan.arguments import as_flag, wrong_type
-from kvplan.errors import UnitError
+from kvplan.errors import (
+    HubNotFoundError,
+    HubUnavailableError,
+    ModelNotFoundError,
+    UnitError,
+)
 from kvplan.files import bundled_dir, is_file, path_exists
 from kvplan.model.spec import ModelSpec, load_spec
 from kvplan.validation import read_yaml
@@ -105,7 +110,75 @@ def load_model(model: str | Path, *, paths: bool = True) -> ModelSpec:
     known = _known_specs()
     if key in known:
         return known[key]
-    return _read_name(text, known)
+    try:
+        return _read_name(text, known)
+    except ModelNotFoundError as refused:
+        if not is_hub_id(text):
+            raise
+        return _from_hub(text.strip(), refused)
+
+
+def is_hub_id(text: str) -> bool:
+    """Whether ``text`` has the shape of a Hub repository id: ``org/name[@revision]``."""
+    from kvplan.importers.hub import parse_hub_id
+
+    if text.strip().count("/") - text.partition("@")[2].count("/") != 1:
+        return False
+    try:
+        parse_hub_id(text)
+    except UnitError:
+        return False
+    return True
+
+
+def _from_hub(hub_id: str, refused: ModelNotFoundError) -> ModelSpec:
+    """The spec of a Hub id the catalog does not hold, read as ``kvplan import --hub`` reads
+    it (config.json, the safetensors headers; never the weights), and where it came from.
+
+    The catalog's refusal stands, with why the Hub did not answer, when the Hub has no such
+    repository, when huggingface_hub is not installed, or offline when the cache lacks it;
+    a Hub that cannot be reached, or a gated repository, is a HubUnavailableError (exit 3)."""
+    from kvplan.importers.hub import HUB_HINT, offline
+
+    try:
+        return _hub_spec(hub_id)
+    except HubNotFoundError as e:
+        why = e.args[0].split(": ", 1)[-1]
+        raise _with_reason(refused, f"nor is it on the Hub ({why})") from None
+    except HubUnavailableError as e:
+        if HUB_HINT in str(e):
+            raise _with_reason(refused, f"a Hub id is read from the Hub with {_EXTRA}") from None
+        if offline():
+            raise _with_reason(refused, "HF_HUB_OFFLINE is set and the cache lacks it") from None
+        raise HubUnavailableError(
+            f"model {hub_id!r} is not in the catalog; {str(e).split(': ', 1)[-1]}"
+        ) from None
+
+
+@cache
+def _hub_spec(hub_id: str) -> ModelSpec:
+    """A Hub id's spec, once a process: a budget or a comparison may name it many times."""
+    from kvplan.importers.config import import_config
+    from kvplan.importers.hub import fetch_from_hub
+
+    checkpoint = fetch_from_hub(hub_id)
+    imported = import_config(
+        checkpoint.folder, None, hf_id=checkpoint.repo_id, weights=checkpoint.weights
+    )
+    commit = checkpoint.folder.name
+    where = "the Hugging Face cache" if checkpoint.from_cache else "the Hub"
+    counted = "; weights from its safetensors headers" if checkpoint.weights else ""
+    line = f"read from {where}: {checkpoint.repo_id} at {commit}{counted}"
+    return imported.spec.with_provenance(line, resolved_from=hub_id)
+
+
+_EXTRA = "pip install 'kvplan[hub]'"
+
+
+def _with_reason(refused: ModelNotFoundError, reason: str) -> ModelNotFoundError:
+    """The catalog's refusal, one line, ending with why the Hub gave no spec either."""
+    refused.args = (f"{refused.args[0]}; {reason}",)
+    return refused
 
 
 def _known_specs() -> dict[str, ModelSpec]:

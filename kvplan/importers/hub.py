@@ -153,7 +153,7 @@ def fetch_from_hub(hub_id: str) -> HubCheckpoint:
     list_timeout_s, file_timeout_s = (_timeout_s(name) for name in _TIMEOUT_VARIABLES)
     endpoint = _endpoint()
     hub = _client(hub_id)
-    if hub.constants.is_offline_mode() or _is_true(os.environ.get("HF_HUB_OFFLINE")):
+    if hub.constants.is_offline_mode() or offline():
         return _from_cache(hub, hub_id, repo_id, revision, "HF_HUB_OFFLINE is set")
     site = _Site(
         hub_id,
@@ -537,6 +537,11 @@ def _from_cache(
     if not isinstance(found, str):
         raise HubUnavailableError(f"--hub {hub_id}: {why}, and it is not in the Hugging Face cache")
     return HubCheckpoint(repo_id, revision, Path(found).parent, None, from_cache=True)
+
+
+def offline() -> bool:
+    """Whether HF_HUB_OFFLINE asks for the cache alone."""
+    return _is_true(os.environ.get("HF_HUB_OFFLINE"))
 
 
 def _short(e: Exception) -> str:

@@ -1,0 +1,136 @@
+"""A Hub id the catalog lacks is answered in every command, from a Hub served here, and offline
+from the Hugging Face cache afterwards.
+
+The test Hub (tests/hub_server.py) holds ``acme/tiny-llama``: 2 layers, 4 KV heads of 64, bf16.
+By hand, one token of one sequence is 2 (K and V) x 2 layers x 4 heads x 64 x 2 B = 2,048 B, so
+a context of 4,096 tokens is 8,388,608 B (8 MiB). kvplan runs in a child process so that the
+client reads HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE as it does for a user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_server import SHA, Hub, hub_env, run_kvplan, serve
+
+pytest.importorskip("huggingface_hub")
+
+REPO = "acme/tiny-llama"
+BYTES_PER_TOKEN = 2 * 2 * 4 * 64 * 2  # 2,048
+AT_4K = 4096 * BYTES_PER_TOKEN  # 8,388,608
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[Hub]:
+    with serve() as server:
+        yield server
+
+
+def _json(env: dict[str, str], *args: str) -> dict[str, object]:
+    done, _ = run_kvplan(env, *args, "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    data: dict[str, object] = json.loads(done.stdout)
+    return data
+
+
+def test_calc_reads_a_hub_id_and_says_where_from(hub: Hub, tmp_path: Path) -> None:
+    env = hub_env(tmp_path, hub.url)
+    data = _json(env, "calc", REPO, "-c", "4K")
+    assert (data["kv_cache_bytes"], data["bytes_per_token"]) == (AT_4K, BYTES_PER_TOKEN)
+    assert data["resolved_from"] == REPO
+    assert data["provenance"] == [
+        f"read from the Hub: {REPO} at {SHA}; weights from its safetensors headers"
+    ]
+    # and again with the network gone: the same figure, from the cache
+    offline = hub_env(tmp_path, hub.url, HF_HUB_OFFLINE="1")
+    again = _json(offline, "calc", REPO, "-c", "4K")
+    assert again["kv_cache_bytes"] == AT_4K
+    assert again["provenance"] == [f"read from the Hugging Face cache: {REPO} at {SHA}"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", REPO, "--gpu", "h100", "-c", "4K", "--concurrency", "1"],
+        ["flags", REPO, "--gpu", "h100", "-c", "4K", "-n", "1"],
+        ["compare", REPO, "llama-3.1-8b", "-c", "4K"],
+        ["perf", REPO, "--gpu", "h100", "-c", "4K"],
+        ["show", REPO],
+    ],
+    ids=["plan", "flags", "compare", "perf", "show"],
+)
+def test_every_command_takes_a_hub_id(hub: Hub, tmp_path: Path, args: list[str]) -> None:
+    done, seconds = run_kvplan(hub_env(tmp_path, hub.url), *args)
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    assert "tiny-llama" in done.stdout
+    assert seconds < 30
+
+
+def test_a_budget_names_a_hub_id(hub: Hub, tmp_path: Path) -> None:
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        "deployments:\n"
+        f"  - {{name: tiny, model: {REPO}, gpu: h100, max_model_len: 4K,"
+        f" expect: {{max_kv_bytes_per_token: {BYTES_PER_TOKEN}}}}}\n"
+    )
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "check", str(budget))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 of 1 assertions passed" in done.stdout or "pass" in done.stdout
+
+
+def test_the_library_loads_a_hub_id(hub: Hub, tmp_path: Path) -> None:
+    script = (
+        "import kvplan; s = kvplan.load_model('acme/tiny-llama');"
+        " print(kvplan.bytes_per_token(s, 'bfloat16'), s.hf_id)"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=hub_env(tmp_path, hub.url),
+        timeout=60,
+    )
+    assert done.stdout.split() == [str(BYTES_PER_TOKEN), REPO], done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({}, "nor is it on the Hub (no model acme/nosuch on the Hub"),
+        ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE is set and the cache lacks it"),
+    ],
+    ids=["the Hub has no such repo", "offline with an empty cache"],
+)
+def test_a_hub_id_nowhere_is_one_line_exit_2(
+    hub: Hub, tmp_path: Path, extra: dict[str, str], expected: str
+) -> None:
+    done, seconds = run_kvplan(hub_env(tmp_path, hub.url, **extra), "calc", "acme/nosuch")
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("kvplan: error: model 'acme/nosuch' is not in the catalog")
+    assert expected in lines[0]
+    assert seconds < 10
+
+
+def test_a_gated_hub_id_is_exit_3(hub: Hub, tmp_path: Path) -> None:
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", "acme/gated-llama")
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [
+        "kvplan: error: model 'acme/gated-llama' is not in the catalog; gated model: accept"
+        " its licence on the Hub and set HF_TOKEN"
+    ]
+
+
+def test_a_bundled_name_never_asks_the_hub(hub: Hub, tmp_path: Path) -> None:
+    hub.log.clear()
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", "meta-llama/Llama-3.1-8B")
+    assert done.returncode == 0
+    assert hub.log == []
