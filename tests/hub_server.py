@@ -171,7 +171,15 @@ def _repos() -> dict[str, Repo]:
     bad.files["model.safetensors"].head = bad.files["model.safetensors"].head.replace(
         b'"BF16"', b'"bf16"'
     )
+
+    def lora(base: str) -> Repo:  # a LoRA adapter: adapter_config.json, no config.json
+        return Repo({"adapter_config.json": json_blob({"base_model_name_or_path": base, "r": 16})})
+
     return {
+        "acme/tiny-lora": lora("acme/tiny-llama"),
+        "acme/llama-lora": lora("meta-llama/Llama-3.1-8B-Instruct"),
+        "acme/path-lora": lora("/home/user/secret-model"),
+        "acme/lora-of-lora": lora("acme/tiny-lora"),
         "acme/tiny-llama": plain,
         "acme/tiny-llama-fp8": fp8,
         "acme/gated-llama": gated,

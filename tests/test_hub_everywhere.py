@@ -134,3 +134,41 @@ def test_a_bundled_name_never_asks_the_hub(hub: Hub, tmp_path: Path) -> None:
     done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", "meta-llama/Llama-3.1-8B")
     assert done.returncode == 0
     assert hub.log == []
+
+
+# --- LoRA adapters: served on their base model's cache -----------------------------------------
+
+
+def test_an_adapter_is_sized_as_its_base_on_the_hub(hub: Hub, tmp_path: Path) -> None:
+    data = _json(hub_env(tmp_path, hub.url), "calc", "acme/tiny-lora", "-c", "4K")
+    assert data["kv_cache_bytes"] == AT_4K  # the base acme/tiny-llama, by hand above
+    assert data["provenance"][0] == (  # type: ignore[index]
+        f"read from the Hub: {REPO} at {SHA}; weights from its safetensors headers"
+    )
+    assert data["provenance"][1] == (  # type: ignore[index]
+        f"a LoRA adapter read from the Hub: acme/tiny-lora at {SHA}, served on its base {REPO}"
+        " (the adapter's own weights are not counted)"
+    )
+
+
+def test_an_adapter_on_a_bundled_base(hub: Hub, tmp_path: Path) -> None:
+    # Llama 3.1 8B: 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B a token
+    data = _json(hub_env(tmp_path, hub.url), "calc", "acme/llama-lora", "-c", "4K")
+    assert (data["model"], data["bytes_per_token"]) == ("llama-3.1-8b", 131_072)
+
+
+@pytest.mark.parametrize(
+    ("repo", "expected"),
+    [
+        ("acme/path-lora", "base_model_name_or_path: a Hub id or a catalog model's name"),
+        ("acme/lora-of-lora", "acme/tiny-lora: the base is itself a LoRA adapter (on acme/tiny"),
+    ],
+)
+def test_an_adapter_names_no_path_and_no_adapter(
+    hub: Hub, tmp_path: Path, repo: str, expected: str
+) -> None:
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", repo)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert expected in lines[0]

@@ -7,6 +7,7 @@ the whole catalog is read. Only aliases and misspellings pay for a full scan.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from kvplan.errors import (
     HubNotFoundError,
     HubUnavailableError,
     ModelNotFoundError,
+    SpecError,
     UnitError,
 )
 from kvplan.files import bundled_dir, is_file, path_exists
@@ -162,16 +164,37 @@ def _hub_spec(hub_id: str) -> ModelSpec:
     from kvplan.importers.hub import fetch_from_hub
 
     checkpoint = fetch_from_hub(hub_id)
+    commit = checkpoint.folder.name
+    where = "the Hugging Face cache" if checkpoint.from_cache else "the Hub"
+    if checkpoint.adapter_base is not None:
+        return _adapter_spec(hub_id, checkpoint.adapter_base, f"{where}: {hub_id} at {commit}")
     imported = import_config(
         checkpoint.folder, None, hf_id=checkpoint.repo_id, weights=checkpoint.weights
     )
-    commit = checkpoint.folder.name
-    where = "the Hugging Face cache" if checkpoint.from_cache else "the Hub"
     counted = "; weights from its safetensors headers" if checkpoint.weights else ""
     line = f"read from {where}: {checkpoint.repo_id} at {commit}{counted}"
     return imported.spec.with_provenance(line, resolved_from=hub_id)
 
 
+def _adapter_spec(hub_id: str, base: str, read: str) -> ModelSpec:
+    """A LoRA adapter is served on its base model's cache: the base's spec (a catalog name or
+    a Hub id, read as a name), saying so. An adapter whose base is an adapter is refused."""
+    if _IN_ADAPTER.get():
+        problem = f"the base is itself a LoRA adapter (on {base}); kvplan reads one adapter"
+        raise SpecError(hub_id, [problem])
+    token = _IN_ADAPTER.set(True)
+    try:
+        spec = load_model(base, paths=False)
+    finally:
+        _IN_ADAPTER.reset(token)
+    line = (
+        f"a LoRA adapter read from {read}, served on its base {base}"
+        " (the adapter's own weights are not counted)"
+    )
+    return spec.with_provenance(line, resolved_from=hub_id)
+
+
+_IN_ADAPTER: ContextVar[bool] = ContextVar("in_adapter", default=False)
 _EXTRA = "pip install 'kvplan[hub]'"
 
 

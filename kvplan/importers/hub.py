@@ -80,6 +80,8 @@ FILE_LIMIT_BYTES = TEXT_LIMIT_BYTES
 HEADER_LIMIT_BYTES = safetensors.HEADER_LIMIT_BYTES
 #: All the headers of one checkpoint together: DeepSeek-V3's 163 hold about 10 MB.
 HEADERS_LIMIT_BYTES = 100 * 2**20
+#: A LoRA adapter's own file: it names the base model whose cache it is served with.
+ADAPTER_NAME = "adapter_config.json"
 #: Files an index may name (DeepSeek-V3 has 163); more is refused before any is read.
 MAX_SHARDS = 1024
 #: Headers read at once.
@@ -113,6 +115,8 @@ class HubCheckpoint:
     folder: Path
     weights: WeightCount | None
     from_cache: bool
+    #: For a LoRA adapter (adapter_config.json, no config.json): the base model it names.
+    adapter_base: str | None = None
 
 
 def parse_hub_id(text: str) -> tuple[str, str | None]:
@@ -171,6 +175,10 @@ def fetch_from_hub(hub_id: str) -> HubCheckpoint:
         why = f"cannot reach {site.endpoint} ({e.reason})"
         return _from_cache(hub, hub_id, repo_id, revision, why)
     cache = _Cache(hub_id, Path(hub.constants.HF_HUB_CACHE), repo_id, revision, commit)
+    if CONFIG_NAME not in files and ADAPTER_NAME in files:
+        adapter = cache.store(ADAPTER_NAME, site.file(commit, ADAPTER_NAME))
+        base = adapter_base(adapter, site.where(ADAPTER_NAME))
+        return HubCheckpoint(repo_id, revision, adapter.parent, None, False, base)
     config_path = cache.store(CONFIG_NAME, site.file(commit, CONFIG_NAME))
     shards = []
     if INDEX_NAME in files:
@@ -530,13 +538,34 @@ def _from_cache(
 ) -> HubCheckpoint:
     """The checkpoint as the Hugging Face cache holds it: config.json, and the index when it
     was downloaded too (its total_size counts an unquantized checkpoint)."""
-    try:
-        found = hub.try_to_load_from_cache(repo_id, CONFIG_NAME, revision=revision)
-    except Exception:  # a revision the cache's layout cannot hold
-        found = None
+    found = _cached(hub, repo_id, CONFIG_NAME, revision)
     if not isinstance(found, str):
+        adapter = _cached(hub, repo_id, ADAPTER_NAME, revision)
+        if isinstance(adapter, str):
+            base = adapter_base(Path(adapter), f"{repo_id}@{revision}/{ADAPTER_NAME}")
+            return HubCheckpoint(repo_id, revision, Path(adapter).parent, None, True, base)
         raise HubUnavailableError(f"--hub {hub_id}: {why}, and it is not in the Hugging Face cache")
     return HubCheckpoint(repo_id, revision, Path(found).parent, None, from_cache=True)
+
+
+def _cached(hub: ModuleType, repo_id: str, filename: str, revision: str) -> object:
+    try:
+        return hub.try_to_load_from_cache(repo_id, filename, revision=revision)
+    except Exception:  # a revision the cache's layout cannot hold
+        return None
+
+
+def adapter_base(path: Path, where: str) -> str:
+    """The base model a LoRA adapter's ``adapter_config.json`` names: a Hub id or a catalog
+    name, never a path (the file is the repository's, not the user's); SpecError else."""
+    base = read_json(path).get("base_model_name_or_path")
+    name_like = isinstance(base, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,200}", base)
+    if not name_like or ".." in str(base) or str(base).count("/") > 1:
+        shown = abbreviate(base)
+        raise SpecError(
+            where, [f"base_model_name_or_path: a Hub id or a catalog model's name, got {shown}"]
+        )
+    return str(base)
 
 
 def offline() -> bool:
