@@ -21,8 +21,10 @@ GOLDEN = {
 SPEC_FILES = sorted(specs_dir().glob("*.yaml"))
 
 
-def test_catalog_has_at_least_50_models() -> None:
-    assert len(SPEC_FILES) >= 50
+def test_catalog_counts_its_models() -> None:
+    # 190 bundled, each from its config.json with a golden entry; 300 is the goal for sites
+    # without the Hub
+    assert len(SPEC_FILES) >= 190
     assert len(list_models()) == len(SPEC_FILES)
 
 
