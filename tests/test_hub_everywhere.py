@@ -172,3 +172,49 @@ def test_an_adapter_names_no_path_and_no_adapter(
     lines = done.stderr.splitlines()
     assert len(lines) == 1, lines
     assert expected in lines[0]
+
+
+# --- a GGUF repository by its quantization tag: the one file's header, by range requests ------
+
+
+def _gguf_repo(hub: Hub, tmp_path: Path, num_tokens: int) -> int:
+    """acme/Tiny-GGUF with a Q4_K_M and a Q8_0 file; returns the Q4_K_M file's size."""
+    pytest.importorskip("gguf")
+    from hub_server import Blob, Repo
+    from test_gguf import _llama_keys, _llama_tensors, write_gguf
+
+    repo = Repo({"README.md": Blob(b"tiny", 4)})
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for quant in ("Q4_K_M", "Q8_0"):
+        path = write_gguf(
+            tmp_path / f"Tiny-{quant}.gguf", "llama", _llama_keys(), _llama_tensors(),
+            num_tokens=num_tokens,
+        )[0]  # fmt: skip
+        data = path.read_bytes()
+        head = data.rstrip(b"\0") or data[:1]  # the data section is a hole
+        repo.files[path.name] = Blob(head, len(data))
+    hub.repos["acme/Tiny-GGUF"] = repo
+    return (tmp_path / "Tiny-Q4_K_M.gguf").stat().st_size
+
+
+def test_a_gguf_repo_reads_the_tagged_file_by_its_header(hub: Hub, tmp_path: Path) -> None:
+    size = _gguf_repo(hub, tmp_path / "files", num_tokens=300_000)  # a header past 4 MiB
+    hub.log.clear()
+    data = _json(hub_env(tmp_path, hub.url), "calc", "acme/Tiny-GGUF:Q4_K_M", "-c", "4K")
+    # the tiny llama of tests/test_gguf.py: 2 layers x 8 KV heads x 128 x 2 (K, V); the cache
+    # in llama.cpp's f16: 2 x 2 x 8 x 128 x 2 B = 8,192 B a token
+    assert data["bytes_per_token"] == 8_192
+    assert data["provenance"][-1].startswith(  # type: ignore[index]
+        f"read from the Hub: acme/Tiny-GGUF at {SHA}, the Q4_K_M .gguf file's header"
+    )
+    ranges = [r.range for r in hub.requests("Tiny-Q4_K_M.gguf")]
+    assert ranges == ["bytes=0-4194303", "bytes=0-16777215"]  # 4 MiB, then 16 MiB
+    assert not hub.requests("Tiny-Q8_0.gguf")  # and no byte of the tensors was asked for
+    assert size > 200 * 2**20  # the file the header describes: hundreds of MiB of tensors
+
+
+def test_a_gguf_repo_without_the_tag_lists_its_tags(hub: Hub, tmp_path: Path) -> None:
+    _gguf_repo(hub, tmp_path / "files", num_tokens=100)
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", "acme/Tiny-GGUF:Q2_K")
+    assert done.returncode == 2
+    assert "no .gguf file of quantization Q2_K; the repository has: Q4_K_M, Q8_0" in done.stderr

@@ -7,6 +7,8 @@ the whole catalog is read. Only aliases and misspellings pay for a full scan.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
@@ -115,9 +117,32 @@ def load_model(model: str | Path, *, paths: bool = True) -> ModelSpec:
     try:
         return _read_name(text, known)
     except ModelNotFoundError as refused:
+        gguf = _gguf_id(text)
+        if gguf is not None:
+            return _from_hub(gguf[0], refused, lambda: _gguf_spec(*gguf))
         if not is_hub_id(text):
             raise
-        return _from_hub(text.strip(), refused)
+        return _from_hub(text.strip(), refused, lambda: _hub_spec(text.strip()))
+
+
+def _gguf_id(text: str) -> tuple[str, str] | None:
+    """``ORG/NAME-GGUF:QUANT`` (llama.cpp's ``-hf``; ``hf.co/`` allowed) -> (Hub id, quant)."""
+    from kvplan.catalog.names import strip_hub_prefix
+
+    repo, colon, tag = strip_hub_prefix(text.strip()).rpartition(":")
+    if not colon or not re.fullmatch(r"[A-Za-z0-9_]{1,32}", tag) or not is_hub_id(repo):
+        return None
+    return repo, tag
+
+
+@cache
+def _gguf_spec(hub_id: str, tag: str) -> ModelSpec:
+    """The spec of a GGUF repository's file of quantization ``tag``, read by its header."""
+    from kvplan.importers.hub_gguf import import_gguf_from_hub
+
+    imported, commit = import_gguf_from_hub(hub_id, tag)
+    line = f"read from the Hub: {hub_id} at {commit}, the {tag} .gguf file's header"
+    return imported.spec.with_provenance(line, resolved_from=f"{hub_id}:{tag}")
 
 
 def is_hub_id(text: str) -> bool:
@@ -133,7 +158,7 @@ def is_hub_id(text: str) -> bool:
     return True
 
 
-def _from_hub(hub_id: str, refused: ModelNotFoundError) -> ModelSpec:
+def _from_hub(hub_id: str, refused: ModelNotFoundError, read: Callable[[], ModelSpec]) -> ModelSpec:
     """The spec of a Hub id the catalog does not hold, read as ``kvplan import --hub`` reads
     it (config.json, the safetensors headers; never the weights), and where it came from.
 
@@ -143,7 +168,7 @@ def _from_hub(hub_id: str, refused: ModelNotFoundError) -> ModelSpec:
     from kvplan.importers.hub import HUB_HINT, offline
 
     try:
-        return _hub_spec(hub_id)
+        return read()
     except HubNotFoundError as e:
         why = e.args[0].split(": ", 1)[-1]
         raise _with_reason(refused, f"nor is it on the Hub ({why})") from None

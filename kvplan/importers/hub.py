@@ -43,7 +43,7 @@ import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -150,25 +150,10 @@ def fetch_from_hub(hub_id: str) -> HubCheckpoint:
     """``config.json`` and the index into the Hugging Face cache, and the safetensors headers
     counted; never the weights. With HF_HUB_OFFLINE, or when the Hub cannot be reached, from
     the cache alone. Raises HubUnavailableError, HubNotFoundError, SpecError or UnitError."""
-    repo_id, asked = parse_hub_id(hub_id)
-    revision = asked or "main"
-    # Checked before the client reads them: huggingface_hub fails at its import on a timeout
-    # that is no integer, or an endpoint urlsplit refuses.
-    list_timeout_s, file_timeout_s = (_timeout_s(name) for name in _TIMEOUT_VARIABLES)
-    endpoint = _endpoint()
-    hub = _client(hub_id)
+    hub, site = connect(hub_id)
+    repo_id, revision = site.repo_id, site.revision
     if hub.constants.is_offline_mode() or offline():
         return _from_cache(hub, hub_id, repo_id, revision, "HF_HUB_OFFLINE is set")
-    site = _Site(
-        hub_id,
-        repo_id,
-        revision,
-        endpoint or str(hub.constants.ENDPOINT).rstrip("/") or _DEFAULT_ENDPOINT,
-        _request_headers(hub, hub_id),
-        list_timeout_s=list_timeout_s,
-        file_timeout_s=file_timeout_s,
-        deadline=time.monotonic() + TOTAL_S,
-    )
     try:
         commit, files = site.listing()
     except RequestFailed as e:
@@ -194,6 +179,27 @@ def fetch_from_hub(hub_id: str) -> HubCheckpoint:
         except SpecError as e:
             raise SpecError(e.path or f"{repo_id}@{revision}", e.problems) from None
     return HubCheckpoint(repo_id, revision, config_path.parent, weights, from_cache=False)
+
+
+def connect(hub_id: str) -> tuple[ModuleType, Site]:
+    """The client module and the bounded requests of ``hub_id``, its settings checked first:
+    huggingface_hub fails at its import on a timeout that is no integer, or an endpoint
+    urlsplit refuses."""
+    repo_id, asked = parse_hub_id(hub_id)
+    list_timeout_s, file_timeout_s = (_timeout_s(name) for name in _TIMEOUT_VARIABLES)
+    endpoint = _endpoint()
+    hub = _client(hub_id)
+    site = Site(
+        hub_id,
+        repo_id,
+        asked or "main",
+        endpoint or str(hub.constants.ENDPOINT).rstrip("/") or _DEFAULT_ENDPOINT,
+        _request_headers(hub, hub_id),
+        list_timeout_s=list_timeout_s,
+        file_timeout_s=file_timeout_s,
+        deadline=time.monotonic() + TOTAL_S,
+    )
+    return hub, site
 
 
 def _client(hub_id: str) -> ModuleType:
@@ -269,7 +275,7 @@ def _request_headers(hub: ModuleType, hub_id: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Site:
+class Site:
     """The Hub for one ``--hub``: where it is, what each request sends, how long each may take
     and when all of them must be done (a ``time.monotonic()`` value)."""
 
@@ -281,6 +287,8 @@ class _Site:
     list_timeout_s: float
     file_timeout_s: float
     deadline: float
+    #: Each file's size, as range answers state it.
+    sizes: dict[str, int] = field(default_factory=dict)
 
     def where(self, filename: str) -> str:
         """A file of the checkpoint as errors name it: ``acme/x@main/config.json``."""
@@ -334,6 +342,11 @@ class _Site:
             return None
         return safetensors.parse_header(raw)
 
+    def head(self, commit: str, filename: str, num_bytes: int) -> tuple[bytes, int | None]:
+        """A file's first ``num_bytes`` (or all of a shorter one), and its size when the
+        answer says it (``Content-Range: bytes 0-N/SIZE``)."""
+        return self._range(commit, filename, 0, num_bytes - 1), self.sizes.get(filename)
+
     def _range(self, commit: str, filename: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of a file; a server that ignores the range sends the
         file from its start, read only as far as ``end``."""
@@ -342,7 +355,11 @@ class _Site:
         )
         if answer.status != 206:
             return answer.body[start : end + 1]
-        first = answer.headers.get("content-range", "").removeprefix("bytes ").partition("-")[0]
+        span = answer.headers.get("content-range", "").removeprefix("bytes ")
+        size = span.rpartition("/")[2]
+        if size.isascii() and size.isdigit() and len(size) < 20:
+            self.sizes[filename] = int(size)
+        first = span.partition("-")[0]
         if first.strip() != str(start):
             raise HubUnavailableError(
                 f"--hub {self.hub_id}: the Hub answered a range request for {filename}"
@@ -451,7 +468,7 @@ class _Budget:
             self.left_bytes -= num_bytes
 
 
-def _read_headers(site: _Site, commit: str, shards: list[str]) -> dict[str, Any]:
+def _read_headers(site: Site, commit: str, shards: list[str]) -> dict[str, Any]:
     """Each shard's header (file on the Hub -> header), ``_MAX_WORKERS`` at a time; the first
     error (in shard order) cancels the reads not yet started."""
     budget = _Budget(f"{site.repo_id}@{site.revision}")
