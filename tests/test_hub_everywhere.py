@@ -48,7 +48,31 @@ def test_calc_reads_a_hub_id_and_says_where_from(hub: Hub, tmp_path: Path) -> No
     offline = hub_env(tmp_path, hub.url, HF_HUB_OFFLINE="1")
     again = _json(offline, "calc", REPO, "-c", "4K")
     assert again["kv_cache_bytes"] == AT_4K
-    assert again["provenance"] == [f"read from the Hugging Face cache: {REPO} at {SHA}"]
+    assert again["provenance"] == [
+        f"read from the Hugging Face cache: {REPO} at {SHA}; weights from its safetensors headers"
+    ]
+
+
+def test_offline_plans_with_the_weights_the_hub_gave(hub: Hub, tmp_path: Path) -> None:
+    # the fp8 repo: its linear weights in F8_E4M3 with block scales, the rest bf16; offline the
+    # count kept from the headers gives the same plan, and says where it came from
+    args = ("plan", "acme/tiny-llama-fp8", "--gpu", "h100", "-c", "4K")
+    online = _json(hub_env(tmp_path, hub.url), *args)
+    offline = _json(hub_env(tmp_path, hub.url, HF_HUB_OFFLINE="1"), *args)
+    assert online["weights_bytes"] == offline["weights_bytes"]
+    assert offline["provenance"] == [
+        f"read from the Hugging Face cache: acme/tiny-llama-fp8 at {SHA}; weights from its"
+        " safetensors headers"
+    ]
+    assert online["weights_format"] == offline["weights_format"]
+    assert str(online["weights_format"]).startswith("fp8_block128 for 30,408,704 parameters")
+    kept = tmp_path / ".cache" / "kvplan" / "hub-weights" / f"acme--tiny-llama-fp8--{SHA}.json"
+    kept.write_text('{"num_parameters": "many"}')  # not a count kvplan wrote: ignored
+    shapes = _json(hub_env(tmp_path, hub.url, HF_HUB_OFFLINE="1"), *args)
+    assert shapes["provenance"][-1] == (  # type: ignore[index]
+        f"read from the Hugging Face cache: acme/tiny-llama-fp8 at {SHA}"
+    )
+    assert "computed from the config's shapes" in shapes["provenance"][0]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ from urllib.parse import quote, urlsplit
 
 from kvplan.errors import HubNotFoundError, HubUnavailableError, SpecError, UnitError
 from kvplan.files import TEXT_LIMIT_BYTES, write_atomic
-from kvplan.importers import safetensors
+from kvplan.importers import hub_weights, safetensors
 from kvplan.importers.hub_http import Answer, BodyTooLarge, RequestFailed, get
 from kvplan.importers.reading import CONFIG_NAME, read_json
 from kvplan.importers.safetensors import INDEX_NAME, WeightCount, weights_from_headers
@@ -178,6 +178,7 @@ def fetch_from_hub(hub_id: str) -> HubCheckpoint:
             weights = weights_from_headers(headers, read_json(config_path), " on the Hub")
         except SpecError as e:
             raise SpecError(e.path or f"{repo_id}@{revision}", e.problems) from None
+        hub_weights.save(repo_id, commit, weights)
     return HubCheckpoint(repo_id, revision, config_path.parent, weights, from_cache=False)
 
 
@@ -562,7 +563,8 @@ def _from_cache(
             base = adapter_base(Path(adapter), f"{repo_id}@{revision}/{ADAPTER_NAME}")
             return HubCheckpoint(repo_id, revision, Path(adapter).parent, None, True, base)
         raise HubUnavailableError(f"--hub {hub_id}: {why}, and it is not in the Hugging Face cache")
-    return HubCheckpoint(repo_id, revision, Path(found).parent, None, from_cache=True)
+    folder = Path(found).parent
+    return HubCheckpoint(repo_id, revision, folder, hub_weights.load(repo_id, folder.name), True)
 
 
 def _cached(hub: ModuleType, repo_id: str, filename: str, revision: str) -> object:
@@ -587,13 +589,9 @@ def adapter_base(path: Path, where: str) -> str:
 
 def offline() -> bool:
     """Whether HF_HUB_OFFLINE asks for the cache alone."""
-    return _is_true(os.environ.get("HF_HUB_OFFLINE"))
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in _TRUE
 
 
 def _short(e: Exception) -> str:
     text = " ".join(f"{type(e).__name__}: {e}".split())
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _is_true(value: str | None) -> bool:
-    return value is not None and value.strip().upper() in _TRUE
