@@ -535,8 +535,14 @@ def test_completion_of_models_and_gpus() -> None:
     assert "h100-sxm" in complete_gpu("h1")
     assert all(n.lower().startswith("rtx-4") for n in complete_gpu("rtx-4"))
     result = runner.invoke(
-        app, [], env={"_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": "kvplan calc qwen3-0",
-                      "COMP_CWORD": "2"}, prog_name="kvplan",
+        app,
+        [],
+        env={
+            "_KVPLAN_COMPLETE": "complete_bash",
+            "COMP_WORDS": "kvplan calc qwen3-0",
+            "COMP_CWORD": "2",
+        },
+        prog_name="kvplan",
     )
     assert result.stdout.split() == ["qwen3-0.6b"]
 
@@ -600,13 +606,14 @@ def _names(doc: dict[str, object]) -> list[str]:
 
 
 def test_models_text_filter_and_kv_sort() -> None:
-    # the three Gemma 2 specs; KV/token 2 x layers x 4 K/V heads x 256 x 2 B (bf16):
-    # 2B 26 layers = 106,496; 9B 42 layers (8 K/V heads) = 344,064; 27B 46 layers (16 K/V
-    # heads, head_dim 128) = 376,832
+    # the four Gemma 2 specs; KV/token 2 x layers x 4 K/V heads x 256 x 2 B (bf16):
+    # 2B and its Japanese release, 26 layers = 106,496; 9B 42 layers (8 K/V heads) =
+    # 344,064; 27B 46 layers (16 K/V heads, head_dim 128) = 376,832
     doc = _models("gemma-2-", "--sort", "kv")
-    assert _names(doc) == ["gemma-2-2b", "gemma-2-9b", "gemma-2-27b"]
+    assert _names(doc) == ["gemma-2-2b", "gemma-2-2b-jpn", "gemma-2-9b", "gemma-2-27b"]
     per_token = [m["bytes_per_token"] for m in doc["models"]]  # type: ignore[attr-defined]
-    assert per_token == [2 * 26 * 4 * 256 * 2, 2 * 42 * 8 * 256 * 2, 2 * 46 * 16 * 128 * 2]
+    small = 2 * 26 * 4 * 256 * 2
+    assert per_token == [small, small, 2 * 42 * 8 * 256 * 2, 2 * 46 * 16 * 128 * 2]
     assert doc["query"] == {
         "text": "gemma-2-",
         "kind": None,
@@ -617,6 +624,7 @@ def test_models_text_filter_and_kv_sort() -> None:
     assert _names(_models("GEMMA-2-", "--sort", "kv", "--reverse")) == [
         "gemma-2-27b",
         "gemma-2-9b",
+        "gemma-2-2b-jpn",
         "gemma-2-2b",
     ]
 
@@ -647,7 +655,12 @@ def test_models_family_filter() -> None:
     # the importer family of model_type: gpt_oss holds exactly the two gpt-oss specs;
     # a model_type works too, any case
     assert _names(_models("--family", "gpt_oss")) == ["gpt-oss-120b", "gpt-oss-20b"]
-    assert _names(_models("--family", "GEMMA2")) == ["gemma-2-27b", "gemma-2-2b", "gemma-2-9b"]
+    assert _names(_models("--family", "GEMMA2")) == [
+        "gemma-2-27b",
+        "gemma-2-2b",
+        "gemma-2-2b-jpn",
+        "gemma-2-9b",
+    ]
     doc = _models("--family", "gemma")
     assert {m["family"] for m in doc["models"]} == {"gemma"}  # type: ignore[attr-defined]
     assert "gemma-3-27b" in _names(doc)
