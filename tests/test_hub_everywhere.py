@@ -101,9 +101,16 @@ def test_a_budget_names_a_hub_id(hub: Hub, tmp_path: Path) -> None:
         f"  - {{name: tiny, model: {REPO}, gpu: h100, max_model_len: 4K,"
         f" expect: {{max_kv_bytes_per_token: {BYTES_PER_TOKEN}}}}}\n"
     )
+    # a name inside a file reaches the Hub only when the user allows it
+    hub.log.clear()
     done, _ = run_kvplan(hub_env(tmp_path, hub.url), "check", str(budget))
+    assert done.returncode == 2
+    assert "read from the Hub only with --allow-hub" in done.stderr
+    assert hub.log == []
+    done, _ = run_kvplan(hub_env(tmp_path, hub.url), "check", "--allow-hub", str(budget))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 of 1 assertions passed" in done.stdout or "pass" in done.stdout
+    assert "max_kv_bytes_per_token" in done.stdout
+    assert "pass" in done.stdout
 
 
 def test_the_library_loads_a_hub_id(hub: Hub, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ the whole catalog is read. Only aliases and misspellings pay for a full scan.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
@@ -117,6 +118,8 @@ def load_model(model: str | Path, *, paths: bool = True) -> ModelSpec:
     try:
         return _read_name(text, known)
     except ModelNotFoundError as refused:
+        if not paths and not _HUB_FROM_FILES.get() and (_gguf_id(text) or is_hub_id(text)):
+            raise _with_reason(refused, _NOT_FROM_FILES) from None
         gguf = _gguf_id(text)
         if gguf is not None:
             return _from_hub(gguf[0], refused, lambda: _gguf_spec(*gguf))
@@ -209,7 +212,8 @@ def _adapter_spec(hub_id: str, base: str, read: str) -> ModelSpec:
         raise SpecError(hub_id, [problem])
     token = _IN_ADAPTER.set(True)
     try:
-        spec = load_model(base, paths=False)
+        with hub_from_files():  # the adapter was asked for: its base may be read as well
+            spec = load_model(base, paths=False)
     finally:
         _IN_ADAPTER.reset(token)
     line = (
@@ -220,6 +224,27 @@ def _adapter_spec(hub_id: str, base: str, read: str) -> ModelSpec:
 
 
 _IN_ADAPTER: ContextVar[bool] = ContextVar("in_adapter", default=False)
+#: Whether a Hub id named inside an input file (a budget's model:) may be read from the Hub.
+_HUB_FROM_FILES: ContextVar[bool] = ContextVar("hub_from_files", default=False)
+_NOT_FROM_FILES = (
+    "a Hub id named inside a file is read from the Hub only with --allow-hub (kvplan check);"
+    " the file cannot make kvplan reach the network or fill the cache"
+)
+
+
+@contextmanager
+def hub_from_files() -> Iterator[None]:
+    """Within this block, a Hub id named inside an input file (a budget's ``model:``, read with
+    ``load_model(..., paths=False)``) is read from the Hub as a typed one is. Outside it, such
+    a name is the catalog's refusal: an untrusted file does not make kvplan reach the network
+    or write the cache (``kvplan check --allow-hub`` opens it)."""
+    token = _HUB_FROM_FILES.set(True)
+    try:
+        yield
+    finally:
+        _HUB_FROM_FILES.reset(token)
+
+
 _EXTRA = "pip install 'kvplan[hub]'"
 
 

@@ -27,6 +27,14 @@ JunitOpt = Annotated[
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Overwrite --junit-xml even if kvplan did not write it.")
 ]
+AllowHubOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-hub",
+        help="Read a Hub id a budget names as model: from the Hugging Face Hub (or its cache)."
+        " Off by default: a budget from a pull request does not make kvplan reach the network.",
+    ),
+]
 
 
 def _our_junit(path: str | Path) -> bool:
@@ -43,6 +51,7 @@ def check(
     output: FormatOpt = OutputFormat.table,
     junit_xml: JunitOpt = None,
     force: ForceOpt = False,
+    allow_hub: AllowHubOpt = False,
 ) -> None:
     """Check every deployment of budget files against their assertions; fail CI when one fails.
 
@@ -50,12 +59,16 @@ def check(
     GITHUB_ACTIONS=true, failures are also annotated on their lines and a summary is appended
     to $GITHUB_STEP_SUMMARY.
     """
+    from contextlib import nullcontext
+
+    from kvplan.catalog.lookup import hub_from_files
     from kvplan.files import write_atomic
     from kvplan.gate.budget import check_budget, load_budget
     from kvplan.views import budget as views
 
     def run() -> None:
-        checked = [(path, check_budget(*load_budget(path), path)) for path in budgets]
+        with hub_from_files() if allow_hub else nullcontext():
+            checked = [(path, check_budget(*load_budget(path), path)) for path in budgets]
         if junit_xml is not None:
             write_atomic(junit_xml, views.junit_xml(checked), force=force, ours=_our_junit)
         emit(
