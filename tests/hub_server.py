@@ -80,7 +80,7 @@ def layer(i: int, linear: str = "BF16") -> dict[str, list[Any]]:
     return tensors
 
 
-_WIDTH = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+_WIDTH = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1, "I32": 4}
 
 
 @dataclass

@@ -94,6 +94,16 @@ def test_every_command_takes_a_hub_id(hub: Hub, tmp_path: Path, args: list[str])
     assert seconds < 30
 
 
+def test_compare_and_perf_give_the_figure_by_hand(hub: Hub, tmp_path: Path) -> None:
+    env = hub_env(tmp_path, hub.url)
+    compared = _json(env, "compare", REPO, "llama-3.1-8b", "-c", "4K")
+    first = compared["models"][0]  # type: ignore[index]
+    assert (first["bytes_per_token"], first["kv_cache_bytes"]) == (BYTES_PER_TOKEN, AT_4K)
+    # one decode step at 4,096 tokens reads the whole cache and writes one token's K and V
+    decode = _json(env, "perf", REPO, "--gpu", "h100", "-c", "4K")["decode"]
+    assert (decode["kv_read_bytes"], decode["kv_write_bytes"]) == (AT_4K, BYTES_PER_TOKEN)  # type: ignore[index]
+
+
 def test_a_budget_names_a_hub_id(hub: Hub, tmp_path: Path) -> None:
     budget = tmp_path / "budget.yaml"
     budget.write_text(

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import hub_server
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -400,18 +401,10 @@ def test_unreadable_json(tmp_path: Path, text: str, problem: str) -> None:
 
 
 def _write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    """A valid safetensors file: header, then zero bytes for the data."""
-    width = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1, "I32": 4}
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for name, (dtype, shape) in tensors.items():
-        n = width[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+    """A valid safetensors file: header, then zero bytes for the data (the served Hub's
+    builder, tests/hub_server.py, written out whole)."""
+    blob, _ = hub_server.safetensors({name: list(entry) for name, entry in tensors.items()})
+    path.write_bytes(blob.read(0, blob.size - 1))
 
 
 def _llama_folder(tmp_path: Path) -> Path:
