@@ -259,3 +259,35 @@ def test_a_gguf_repo_without_the_tag_lists_its_tags(hub: Hub, tmp_path: Path) ->
     done, _ = run_kvplan(hub_env(tmp_path, hub.url), "calc", "acme/Tiny-GGUF:Q2_K")
     assert done.returncode == 2
     assert "no .gguf file of quantization Q2_K; the repository has: Q4_K_M, Q8_0" in done.stderr
+
+
+def test_a_gguf_repo_read_once_answers_offline_from_the_kept_header(
+    hub: Hub, tmp_path: Path
+) -> None:
+    _gguf_repo(hub, tmp_path / "files", num_tokens=100)
+    args = ("plan", "acme/Tiny-GGUF:Q4_K_M", "--gpu", "H100", "-c", "4K")
+    online = _json(hub_env(tmp_path, hub.url), *args)
+    hub.log.clear()
+    offline_env = hub_env(tmp_path, hub.url, HF_HUB_OFFLINE="1")
+    offline = _json(offline_env, *args)
+    assert not hub.log  # not one request
+    # the same tiny llama as above, its weights from the same header: the same plan
+    assert {k: v for k, v in offline.items() if k != "provenance"} == {
+        k: v for k, v in online.items() if k != "provenance"
+    }
+    assert offline["provenance"][-1].startswith(  # type: ignore[index]
+        f"read from kvplan's cache of the Hub: acme/Tiny-GGUF at {SHA}, the Q4_K_M"
+    )
+    # a tag never read online is not in the cache: one line, no traceback
+    done, seconds = run_kvplan(offline_env, "calc", "acme/Tiny-GGUF:Q8_0")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "HF_HUB_OFFLINE is set and the cache lacks it" in done.stderr
+    assert seconds < 20
+    # a manifest that is not kvplan's is a cache miss, never a read of what it names
+    kept = tmp_path / ".cache" / "kvplan" / "hub-gguf" / "acme--Tiny-GGUF"
+    manifest = kept / "main--Q4_K_M.json"
+    manifest.write_text(json.dumps({"commit": SHA, "parts": [["../../../etc/passwd.gguf", 9]]}))
+    done, _ = run_kvplan(offline_env, "calc", "acme/Tiny-GGUF:Q4_K_M")
+    assert done.returncode == 2
+    assert "the cache lacks it" in done.stderr

@@ -143,8 +143,9 @@ def _gguf_spec(hub_id: str, tag: str) -> ModelSpec:
     """The spec of a GGUF repository's file of quantization ``tag``, read by its header."""
     from kvplan.importers.hub_gguf import import_gguf_from_hub
 
-    imported, commit = import_gguf_from_hub(hub_id, tag)
-    line = f"read from the Hub: {hub_id} at {commit}, the {tag} .gguf file's header"
+    imported, commit, kept = import_gguf_from_hub(hub_id, tag)
+    where = "kvplan's cache of the Hub" if kept else "the Hub"
+    line = f"read from {where}: {hub_id} at {commit}, the {tag} .gguf file's header"
     return imported.spec.with_provenance(line, resolved_from=f"{hub_id}:{tag}")
 
 

@@ -8,20 +8,30 @@ header is read from its first ``FIRST_READ_BYTES``, four times more while it run
 read (a vocabulary of 262,144 tokens is a few MiB), at most ``MAX_HEADER_READ_BYTES``. The
 bytes are written to a temporary file of the part's full size (sparse: the tensors are never
 fetched), and that file is imported as a local ``.gguf`` is, so every check and the weight
-bytes are the same as from a download. Nothing is cached: offline, a GGUF repository is
-refused with the reason.
+bytes are the same as from a download.
+
+The header bytes read are kept under kvplan's cache folder (``hub-gguf``, beside the weight
+counts of ``kvplan.importers.hub_weights``): each part's bytes by commit, and for the revision and
+tag asked for, a small manifest naming the commit, the parts and their sizes. Offline
+(HF_HUB_OFFLINE) the manifest and the kept bytes answer as the Hub did; both are read as
+untrusted input (a manifest of other fields or types, or bytes past the header limit, are a
+cache miss), and the bytes pass through the same GGUF checks as any file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from kvplan.errors import HubUnavailableError, SpecError
+from kvplan.errors import HubUnavailableError, KvplanError, SpecError
+from kvplan.files import read_bytes, read_text, write_atomic
 from kvplan.importers.gguf import GGUFImported, import_gguf
 from kvplan.importers.gguf_format import read_gguf_header
-from kvplan.importers.hub import Site, connect, offline
+from kvplan.importers.hub import Site, connect, offline, parse_hub_id
+from kvplan.importers.hub_weights import kept_folder
 
 #: The first bytes asked for of a part; a longer header is asked for four times as much.
 FIRST_READ_BYTES = 4 * 2**20
@@ -47,14 +57,18 @@ def gguf_parts(files: set[str], tag: str) -> list[str]:
     return [f for f in found if _SPLIT.sub("", f) == stem]
 
 
-def import_gguf_from_hub(hub_id: str, tag: str) -> tuple[GGUFImported, str]:
-    """The spec of ``hub_id``'s ``.gguf`` file of quantization ``tag``, and the commit read.
-    Raises HubUnavailableError (offline, unreachable, gated), HubNotFoundError, SpecError."""
+def import_gguf_from_hub(hub_id: str, tag: str) -> tuple[GGUFImported, str, bool]:
+    """The spec of ``hub_id``'s ``.gguf`` file of quantization ``tag``, the commit read, and
+    whether it came from the kept headers (HF_HUB_OFFLINE). Raises HubUnavailableError
+    (offline, unreachable, gated), HubNotFoundError, SpecError."""
     if offline():
-        raise HubUnavailableError(
-            f"{hub_id}:{tag}: HF_HUB_OFFLINE is set, and a GGUF repository is read from the Hub"
-            " only (its header is not cached)"
-        )
+        kept = _load(hub_id, tag)
+        if kept is None:
+            raise HubUnavailableError(
+                f"{hub_id}:{tag}: HF_HUB_OFFLINE is set, and this GGUF repository's header is"
+                " not in the cache (read it once online)"
+            )
+        return (*kept, True)
     _, site = connect(hub_id)
     commit, files = site.listing()
     parts = gguf_parts(files, tag)
@@ -66,14 +80,107 @@ def import_gguf_from_hub(hub_id: str, tag: str) -> tuple[GGUFImported, str]:
             [f"no .gguf file of quantization {tag}; the repository has: {listed}"],
         )
     with tempfile.TemporaryDirectory(prefix="kvplan-gguf-") as folder:
+        spans = []
         for part in parts:
-            _header_file(site, commit, part, Path(folder) / PurePosixPath(part).name)
+            path = Path(folder) / PurePosixPath(part).name
+            spans.append((part, *_header_file(site, commit, part, path)))
         imported = import_gguf(Path(folder) / PurePosixPath(parts[0]).name)
-    return imported, commit
+        _keep(hub_id, tag, commit, spans, Path(folder))
+    return imported, commit, False
 
 
-def _header_file(site: Site, commit: str, part: str, path: Path) -> None:
-    """``part``'s header bytes at ``path``, the file as long as the part (sparse)."""
+# --- the kept headers ----------------------------------------------------------------------
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_MAX_MANIFEST_BYTES = 64 * 2**10
+_MAX_PARTS = 64
+
+
+def _manifest_path(hub_id: str, tag: str) -> Path:
+    repo_id, revision = parse_hub_id(hub_id)
+    asked = (revision or "main").replace("/", "--")
+    return kept_folder("hub-gguf") / repo_id.replace("/", "--") / f"{asked}--{tag.upper()}.json"
+
+
+def _part_path(hub_id: str, commit: str, part: str) -> Path:
+    repo_id, _ = parse_hub_id(hub_id)
+    return kept_folder("hub-gguf") / repo_id.replace("/", "--") / commit / part.replace("/", "--")
+
+
+def _keep(
+    hub_id: str, tag: str, commit: str, parts: list[tuple[str, int, int]], read: Path
+) -> None:
+    """Keep the header bytes read (``(part, size, bytes read)``, the bytes in folder ``read``)
+    and the manifest; a cache that cannot be written is skipped (the answer does not depend on
+    it)."""
+    if not _COMMIT.fullmatch(commit):
+        return
+    with contextlib.suppress(OSError, KvplanError):
+        for part, _, num_read in parts:
+            target = _part_path(hub_id, commit, part)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            head = read_bytes(read / PurePosixPath(part).name, offset=0, num_bytes=num_read)
+            write_atomic(target, head, force=True)
+        manifest = {"commit": commit, "parts": [[part, size] for part, size, _ in parts]}
+        write_atomic(_manifest_path(hub_id, tag), json.dumps(manifest), force=True)
+
+
+def _load(hub_id: str, tag: str) -> tuple[GGUFImported, str] | None:
+    """The spec from the kept header bytes of ``hub_id``'s ``tag`` file, or None (none kept,
+    or not what kvplan writes)."""
+    try:
+        data = json.loads(read_text(_manifest_path(hub_id, tag), limit_bytes=_MAX_MANIFEST_BYTES))
+    except (KvplanError, OSError, ValueError, RecursionError):
+        return None
+    parts = _checked(data)
+    if parts is None:
+        return None
+    commit = data["commit"]
+    with tempfile.TemporaryDirectory(prefix="kvplan-gguf-") as folder:
+        for part, size in parts:
+            kept = _part_path(hub_id, commit, part)
+            try:
+                head = read_bytes(kept, offset=0, num_bytes=MAX_HEADER_READ_BYTES + 1)
+            except (KvplanError, OSError):
+                return None
+            if len(head) > min(size, MAX_HEADER_READ_BYTES):
+                return None
+            path = Path(folder) / PurePosixPath(part).name
+            path.write_bytes(head)
+            with path.open("r+b") as f:
+                f.truncate(size)
+        return import_gguf(Path(folder) / PurePosixPath(parts[0][0]).name), commit
+
+
+def _checked(data: object) -> list[tuple[str, int]] | None:
+    """The manifest's (part, size) list when it is exactly what ``_keep`` writes."""
+    if not isinstance(data, dict) or set(data) != {"commit", "parts"}:
+        return None
+    commit, parts = data["commit"], data["parts"]
+    if not isinstance(commit, str) or not _COMMIT.fullmatch(commit):
+        return None
+    if not isinstance(parts, list) or not 1 <= len(parts) <= _MAX_PARTS:
+        return None
+    out = []
+    for entry in parts:
+        ok = (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and re.fullmatch(r"[A-Za-z0-9._/-]{1,200}\.gguf", entry[0], re.IGNORECASE)
+            and ".." not in entry[0]
+            and type(entry[1]) is int
+            and 0 < entry[1] < 2**50
+        )
+        if not ok:
+            return None
+        out.append((entry[0], entry[1]))
+    return out
+
+
+def _header_file(site: Site, commit: str, part: str, path: Path) -> tuple[int, int]:
+    """``part``'s header bytes at ``path``, the file as long as the part (sparse); returns
+    the part's size and the bytes read."""
     asked = FIRST_READ_BYTES
     while True:
         body, size = site.head(commit, part, asked)
@@ -97,6 +204,7 @@ def _header_file(site: Site, commit: str, part: str, path: Path) -> None:
     if size is not None and size > len(body):
         with path.open("r+b") as f:
             f.truncate(size)
+    return max(size or 0, len(body)), len(body)
 
 
 def _tag_of(filename: str) -> str:

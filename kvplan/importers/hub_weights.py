@@ -27,11 +27,17 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _MAX_BYTES = 64 * 2**10
 
 
+def kept_folder(kind: str) -> Path:
+    """kvplan's own cache folder of ``kind`` (``hub-weights``, ``hub-gguf``):
+    ``$XDG_CACHE_HOME/kvplan/KIND``, else ``~/.cache/kvplan/KIND``."""
+    root = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(root) / "kvplan" / kind
+
+
 def _path(repo_id: str, commit: str) -> Path | None:
     if not _COMMIT.fullmatch(commit):
         return None
-    root = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(root) / "kvplan" / "hub-weights" / f"{repo_id.replace('/', '--')}--{commit}.json"
+    return kept_folder("hub-weights") / f"{repo_id.replace('/', '--')}--{commit}.json"
 
 
 def save(repo_id: str, commit: str, weights: WeightCount) -> None:
