@@ -72,6 +72,7 @@ def parse_yaml(text: str, path: str) -> Any:
             _check_aliases(node, path)
         if _LONG_DIGITS.search(text):
             _check_ints(node, path)
+        _check_duplicate_keys(node, path)
         return loader.construct_document(node)
     except SpecError:
         raise
@@ -139,6 +140,32 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
+
+
+def _check_duplicate_keys(root: yaml.Node, path: str) -> None:
+    """Refuse a mapping that names a key twice, with the second one's line: PyYAML keeps the
+    last silently, so a reviewer reading the first would see a number kvplan never used."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias shares its node: each is walked once
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
+                    continue
+                if key.value in keys:  # named only when it could be a key's name
+                    what = key.value if _KEY_NAME.fullmatch(key.value) else "a key"
+                    raise SpecError(
+                        path,
+                        [f"{what}: given twice in one mapping; keep one"],
+                        [key.start_mark.line + 1],
+                    )
+                keys.add(key.value)
+        stack.extend(_children(node))
 
 
 def _check_ints(root: yaml.Node, path: str) -> None:

@@ -19,9 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.errors import LocalGPUError
+from kvplan.errors import LocalGPUError, SpecError
 from kvplan.hardware.local import parse_nvidia_smi, parse_rocm_smi
 from kvplan.programs import run_bounded
+from kvplan.validation import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -304,3 +305,20 @@ def test_a_log_without_a_readable_version_says_whose_rules_read_it(
     assert result.exit_code in (0, 1), result.output
     notes = json.loads(result.stdout)["notes"]
     assert any("read with vLLM 0.32's rules" in note for note in notes), notes
+
+
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path: Path) -> None:
+    # PyYAML keeps the last of two equal keys silently: 32 layers read, 16 sized
+    spec = tmp_path / "twice.yaml"
+    spec.write_text(
+        "name: twice\nnum_hidden_layers: 32\nnum_attention_heads: 8\nhead_dim: 64\n"
+        "num_hidden_layers: 16\n"
+    )
+    done = CliRunner().invoke(app, ["calc", str(spec), "-c", "4K"])
+    assert done.exit_code == 2
+    assert f"{spec}:5: num_hidden_layers: given twice in one mapping; keep one" in done.stderr
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("a:\n  b: 1\n  '\\x1b[2J': 2\n  '\\x1b[2J': 3\n")
+    with pytest.raises(SpecError, match="a key: given twice") as err:
+        parse_yaml(nested.read_text(), str(nested))
+    assert "\x1b" not in str(err.value)

@@ -29,6 +29,8 @@ LayerKind = Literal[
     "mamba",
     "short_conv",
     "attention_mamba",
+    "compressed_attention",
+    "sparse_attention",
     "no_cache",
 ]
 LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
@@ -70,9 +72,18 @@ class LayerCache(Protocol):
 
 
 def tokens_retained(layer: LayerCache, context_tokens: int) -> int:
-    """Positions ``layer`` keeps for one sequence of ``context_tokens`` tokens."""
+    """Positions ``layer`` keeps for one sequence of ``context_tokens`` tokens: for a
+    compressed layer, its entries (one per ``tokens_per_entry`` tokens, whole groups only)."""
     limit = layer.max_tokens
-    return context_tokens if limit is None else min(context_tokens, limit)
+    kept = context_tokens if limit is None else min(context_tokens, limit)
+    return kept // tokens_per_entry(layer)
+
+
+def tokens_per_entry(layer: LayerCache) -> int:
+    """Tokens one kept position stands for: 1, or a compressed layer's ratio (DeepSeek V4's
+    ``CompressedLatent``, whose K bytes are per entry)."""
+    ratio: int = getattr(layer, "tokens_per_entry", 1)
+    return ratio
 
 
 class LayerTerm(NamedTuple):
@@ -84,6 +95,7 @@ class LayerTerm(NamedTuple):
     v_token_bytes: int
     state_bytes: int
     max_tokens: int | None
+    tokens_per_entry: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,18 +275,23 @@ class RecurrentState:
     LFM2 1.2B, ``conv_L_cache`` 3 over 2,048 channels: 2,048 x 2 = 4,096 values a layer.
 
     ``conv_values`` and ``ssm_values`` are the element counts of the convolution state and of
-    the recurrent (SSM) state; both are stored in ``state_dtype``, not in the KV cache dtype.
+    the recurrent (SSM) state; both are stored in ``state_dtype``, not in the KV cache dtype,
+    unless ``conv_dtype`` names the convolution tail's own (Kimi delta attention keeps its
+    tail in the model dtype and its state in float32: vLLM's ``kda_state_dtype``).
     """
 
     kind: str
     conv_values: int
     ssm_values: int
     state_dtype: DType
+    conv_dtype: DType | None = None
 
     def __post_init__(self) -> None:
         as_str(self.kind, "kind", "the state's kind, such as 'mamba'")
         check_ints(conv_values=self.conv_values, ssm_values=self.ssm_values)
         as_instance(self.state_dtype, DType, "state_dtype", "a DType (resolve_dtype)")
+        if self.conv_dtype is not None:
+            as_instance(self.conv_dtype, DType, "conv_dtype", "a DType (resolve_dtype)")
 
     @property
     def max_tokens(self) -> int | None:
@@ -282,9 +299,8 @@ class RecurrentState:
 
     @property
     def state_bytes(self) -> int:
-        return self.state_dtype.row_bytes(self.conv_values) + self.state_dtype.row_bytes(
-            self.ssm_values
-        )
+        conv_dtype = self.conv_dtype or self.state_dtype
+        return conv_dtype.row_bytes(self.conv_values) + self.state_dtype.row_bytes(self.ssm_values)
 
     def k_token_bytes(self, dtype: DType) -> int:
         return 0
@@ -304,15 +320,22 @@ class RecurrentState:
         )
 
     def describe(self) -> str:
+        tail = f" in {self.conv_dtype.name}" if self.conv_dtype else ""
         return (
-            f"{self.kind} state: {self.conv_values:,} conv + {self.ssm_values:,} ssm values"
-            f" in {self.state_dtype.name}"
+            f"{self.kind} state: {self.conv_values:,} conv{tail} + {self.ssm_values:,} ssm"
+            f" values in {self.state_dtype.name}"
         )
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
         if not self.ssm_values:  # a short convolution keeps only its tail
             return (
                 f"{self.conv_values:,} conv values x {_per_value(self.state_dtype)},"
+                " whatever the context"
+            )
+        if self.conv_dtype is not None:
+            return (
+                f"{self.conv_values:,} conv values x {_per_value(self.conv_dtype)} +"
+                f" {self.ssm_values:,} ssm values x {_per_value(self.state_dtype)},"
                 " whatever the context"
             )
         return (

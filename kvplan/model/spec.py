@@ -183,6 +183,11 @@ class ModelSpec:
         None,
     )
     state_dtype: Text = _key("dtype of recurrent state.", "float32")
+    conv_dtype: Text | None = _key(
+        "dtype of linear_attention's convolution tail when not state_dtype (Kimi delta"
+        " attention: the model dtype, beside a float32 state).",
+        None,
+    )
     num_parameters: Parameters | None = _key("Total parameters.", None)
     num_active_parameters: Parameters | None = _key("Parameters active per token (MoE).", None)
     num_expert_parameters: Parameters | None = _key(
@@ -273,8 +278,9 @@ class ModelSpec:
         set_ = object.__setattr__
         set_(self, "torch_dtype", _model_dtype(self.torch_dtype))
         set_(self, "state_dtype", _canonical_dtype(self.state_dtype, "state_dtype"))
-        if self.weight_dtype is not None:
-            set_(self, "weight_dtype", _canonical_dtype(self.weight_dtype, "weight_dtype"))
+        for key in ("weight_dtype", "conv_dtype"):
+            if getattr(self, key) is not None:
+                set_(self, key, _canonical_dtype(getattr(self, key), key))
         kv, heads = self.num_key_value_heads, self.num_attention_heads
         if kv is not None and (kv > heads or heads % kv):
             # GQA shares each KV head by heads / kv query heads: it must be a whole number.
@@ -502,9 +508,9 @@ class ModelSpec:
             )
         # Gated delta net: a conv tail over q, k and v, and a dk x dv state per value head.
         conv = (2 * nk * dk + nv * dv) * (kernel - 1)
-        return RecurrentState(
-            "linear_attention", conv, nv * dk * dv, resolve_dtype(self.state_dtype)
-        )
+        state, conv_dtype = resolve_dtype(self.state_dtype), self.conv_dtype
+        tail = None if conv_dtype is None else resolve_dtype(conv_dtype)
+        return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail)
 
 
 def _field_defaults(cls: type) -> dict[str, Any]:

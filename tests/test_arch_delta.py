@@ -1,0 +1,124 @@
+"""Delta-attention classes of vLLM 0.32: Kimi Linear (KimiLinearForCausalLM, Kimi delta
+attention beside MLA) from its released config.json. Every figure is worked by hand in a
+comment from the config and vLLM's source (models/kimi_k3, mamba_utils.py ``kda_state_shape``
+and ``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.engines.vllm import layout
+from kvplan.engines.vllm_config import VllmConfig
+from kvplan.errors import SpecError
+from kvplan.importers import parameters_from_config
+from kvplan.importers.config import spec_from_config
+from kvplan.importers.registry import list_architectures
+from kvplan.model.layers import MLALatent, RecurrentState
+from kvplan.model.spec import ModelSpec, parse_spec
+from kvplan.units import resolve_dtype
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"
+BF16 = resolve_dtype("bfloat16")
+
+#: The vLLM classes this file registers.
+CLASSES = ("KimiLinearForCausalLM",)
+
+
+def _config(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name / "config.json").read_text())  # type: ignore[no-any-return]
+
+
+def _import(config: dict[str, Any]) -> ModelSpec:
+    data, _ = spec_from_config(config)
+    return parse_spec({"name": "x", **data})
+
+
+def _token_bytes(spec: ModelSpec) -> int:
+    return sum(layer.k_token_bytes(BF16) + layer.v_token_bytes(BF16) for layer in spec.layers)
+
+
+def _state_bytes(spec: ModelSpec) -> int:
+    return sum(layer.state_bytes for layer in spec.layers)
+
+
+def test_every_class_is_a_vllm_class_and_registered() -> None:
+    known = set(VLLM_CLASSES.read_text().split())
+    registered = {c for a in list_architectures() for c in a.architectures}
+    assert set(CLASSES) <= known
+    assert set(CLASSES) <= registered
+
+
+def test_kimi_linear_48b_cache() -> None:
+    spec = _import(_config("kimi-linear-48b-a3b-instruct"))
+    # kda_layers 1-based: layers 4, 8, ..., 24 and 27 (0-based 3, 7, 11, 15, 19, 23, 26) are
+    # the 7 MLA layers, the other 20 run KDA
+    mla = [i for i, layer in enumerate(spec.layers) if isinstance(layer, MLALatent)]
+    assert mla == [3, 7, 11, 15, 19, 23, 26]
+    assert sum(isinstance(layer, RecurrentState) for layer in spec.layers) == 20
+    # MLA: one latent of kv_lora_rank 512 + qk_rope_head_dim 64 a token, no factor 2 and no
+    # heads (MLAAttentionSpec, num_kv_heads 1, head_size 576): 7 x 576 x 2 B = 8,064 B
+    assert _token_bytes(spec) == 7 * (512 + 64) * 2 == 8064
+    # KDA (kda_state_shape): conv (32 x 128 + 2 x 32 x 128 = 12,288 channels) x (4 - 1) =
+    # 36,864 values in bf16 = 73,728 B, state 32 heads x 128 x 128 = 524,288 values in fp32 =
+    # 2,097,152 B; 2,170,880 B a layer, x 20 = 43,417,600 B a sequence
+    assert _state_bytes(spec) == 20 * (36_864 * 2 + 524_288 * 4) == 43_417_600
+    # KimiLinearConfig's max_position_embeddings 4096: the file states only model_max_length
+    assert spec.max_position_embeddings == 4096
+
+
+def test_kimi_linear_48b_vllm_pages() -> None:
+    """vLLM 0.32's pages: the KDA state page is 2,170,880 B (fp32 state, bf16 tail), so the
+    MLA block grows to hold as much: cdiv(2,170,880, 1,152) = 1,885 tokens, rounded up to a
+    multiple of 16 = 1,888; the 20 KDA and 7 MLA layers share groups of 7 (3 KDA groups, one
+    padding layer, and one MLA group)."""
+    spec = _import(_config("kimi-linear-48b-a3b-instruct"))
+    _, groups, group_size, padding = layout(spec, VllmConfig(max_model_len=4096))
+    kinds = [(page.kind, page.token_bytes, page.block_size) for page, _ in groups]
+    assert kinds == [("mamba", 2_170_880, 1888)] * 3 + [("mla", 1152, 1888)]
+    assert (group_size, padding) == (7, 1)
+
+
+def test_kimi_linear_48b_parameters() -> None:
+    """The count, module by module (hidden 2,304, vocabulary 163,840, untied):
+
+    - embeddings and head: 2 x 163,840 x 2,304 = 754,974,720
+    - a KDA mixer (32 heads of 128: width 4,096; kernel 4): q, k, v 3 x 2,304 x 4,096 =
+      28,311,552; beta 2,304 x 32 = 73,728; f_a 2,304 x 128 = 294,912; f_b 128 x 4,096 =
+      524,288; g_a 294,912; g_b 524,288; dt_bias 4,096; conv1d 3 x 4,096 x 4 = 49,152;
+      A_log 32; o_norm 128; o_proj 4,096 x 2,304 = 9,437,184: 39,514,272
+    - an MLA mixer (32 heads, nope 128, rope 64, v 128, no q_lora_rank): q_proj 2,304 x
+      6,144 = 14,155,776; kv_a 2,304 x 576 = 1,327,104; its norm 512; kv_b 512 x 8,192 =
+      4,194,304; o_proj 4,096 x 2,304 = 9,437,184: 29,114,880
+    - layer 0's dense MLP: 3 x 2,304 x 9,216 = 63,700,992
+    - an MoE layer: 256 experts x 3 x 2,304 x 1,024 = 1,811,939,328, one shared expert
+      7,077,888, router 256 x 2,304 + correction bias 256 = 590,080: 1,819,607,296
+    - two norms a layer 4,608; final norm 2,304
+
+    754,974,720 + 20 x 39,514,272 + 7 x 29,114,880 + 63,700,992 + 26 x 1,819,607,296
+    + 27 x 4,608 + 2,304 = 49,122,681,728."""
+    count = parameters_from_config(_config("kimi-linear-48b-a3b-instruct"))
+    assert count.total == 49_122_681_728
+    # experts a token skips: 26 layers x (256 - 8) x 7,077,888
+    assert count.inactive == 26 * 248 * 7_077_888
+
+
+def test_kimi_linear_refusals() -> None:
+    config = _config("kimi-linear-48b-a3b-instruct")
+    bad = copy.deepcopy(config)
+    bad["linear_attn_config"]["kda_layers"] = [0, 1]
+    with pytest.raises(SpecError, match=r"linear_attn_config\.kda_layers: must be an integer"):
+        spec_from_config(bad)
+    bad = copy.deepcopy(config)
+    del bad["kv_lora_rank"]
+    with pytest.raises(SpecError, match="kv_lora_rank: required by the MLA layers"):
+        spec_from_config(bad)
+    bad = copy.deepcopy(config)
+    del bad["linear_attn_config"]["num_heads"]
+    with pytest.raises(SpecError, match=r"linear_attn_config\.num_heads"):
+        spec_from_config(bad)
