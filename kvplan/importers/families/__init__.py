@@ -46,6 +46,8 @@ from kvplan.importers.families import (
     phi,
     plamo,
     qwen,
+    qwen_vl,
+    rnj1,
     sarvam,
     seed_oss,
     smollm,
@@ -53,6 +55,7 @@ from kvplan.importers.families import (
     stablelm,
     step,
     telechat,
+    teleflm,
     zamba2,
 )
 
@@ -100,6 +103,8 @@ __all__ = [
     "phi",
     "plamo",
     "qwen",
+    "qwen_vl",
+    "rnj1",
     "sarvam",
     "seed_oss",
     "smollm",
@@ -107,5 +112,6 @@ __all__ = [
     "stablelm",
     "step",
     "telechat",
+    "teleflm",
     "zamba2",
 ]

@@ -5,6 +5,9 @@
 ``interleaved_sliding_window``, when stated, makes layers slide: an integer is every layer's
 window, a list gives layer i the window of entry i % len (null: full attention), as vLLM reads
 it. A spec holds one window, so a list of different windows is refused.
+
+openPangu Ultra MoE (``pangu_ultra_moe``) is DeepSeek V3's MLA and MoE layout in the same
+vLLM file; its rule is the block at the end.
 """
 
 from __future__ import annotations
@@ -12,7 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan.errors import SpecError
-from kvplan.importers.parameters import Count, decoder, flag, linear, mlp, norm, shapes, size
+from kvplan.importers.families.deepseek import mla_attention
+from kvplan.importers.parameters import (
+    Count,
+    decoder,
+    flag,
+    linear,
+    mlp,
+    moe,
+    norm,
+    shapes,
+    size,
+)
 from kvplan.importers.reading import Reading
 from kvplan.importers.registry import register
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_uniform
@@ -63,4 +77,59 @@ register(
     "openPangu Embedded (vLLM openpangu.py): GQA read as llama; interleaved_sliding_window"
     " makes layers slide",
     architectures=("PanguEmbeddedForCausalLM",),
+)
+
+
+# openPangu Ultra MoE (``pangu_ultra_moe``; vLLM openpangu.py, PanguUltraMoEForCausalLM). vLLM
+# counts the type among DeepSeek's MLA models (model_arch_config_convertor.py,
+# is_deepseek_mla), and OpenPanguDecoderLayer builds OpenPanguMLAAttention when the config
+# has qk_nope_head_dim, qk_rope_head_dim, v_head_dim and kv_lora_rank: an MLAAttentionSpec of
+# one latent of kv_lora_rank + qk_rope_head_dim a token and layer, no factor 2, no window.
+# Without those keys the layer would be sink or plain GQA attention, which this rule does not
+# read for the type, so it refuses them.
+_PANGU_MLA = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+def _pangu_mla_state(r: Reading) -> None:
+    missing = [k for k in _PANGU_MLA if k != "q_lora_rank" and r.config.get(k) is None]
+    if missing:
+        raise SpecError(
+            "",
+            [
+                f"{', '.join(missing)}: required (vLLM openpangu.py builds MLA only when"
+                " qk_nope_head_dim, qk_rope_head_dim, v_head_dim and kv_lora_rank are stated)"
+            ],
+        )
+    r.notes.append("MLA (vLLM openpangu.py): one latent of kv_lora_rank + qk_rope_head_dim")
+
+
+def _count_pangu_moe(r: Reading) -> Count:
+    """vLLM openpangu.py, MLA layers: the DeepSeek projections (``mla_attention``); two
+    RMSNorms a layer and two more with ``sandwich_norm``; a gated MLP of ``intermediate_size``
+    on the first ``first_k_dense_replace`` layers, then ``n_routed_experts`` experts of
+    ``moe_intermediate_size``, ``n_shared_experts`` shared ones as one MLP, the router and,
+    with ``router_enable_expert_bias``, its correction bias. MTP layers are not counted."""
+    s = shapes(r)
+    base = mla_attention(r, s.hidden, s.heads)
+    base += norm(s.hidden).times(4 if flag(r, "sandwich_norm") else 2)
+    dense = base + mlp(s.hidden, size(r, "intermediate_size"))
+    width = size(r, "moe_intermediate_size")
+    shared = size(r, "n_shared_experts", default=0, minimum=0) * width
+    num_experts, active = size(r, "n_routed_experts"), size(r, "num_experts_per_tok")
+    bias = flag(r, "router_enable_expert_bias")
+    sparse = base + moe(s.hidden, width, num_experts, active, shared, bias)
+    num_dense = min(size(r, "first_k_dense_replace", minimum=0), s.layers)
+    return decoder(s, dense.times(num_dense) + sparse.times(s.layers - num_dense))
+
+
+register(
+    FAMILY,
+    "pangu_ultra_moe",
+    Rule(
+        extra=_PANGU_MLA, reads_head_dim=False, state=_pangu_mla_state, parameters=_count_pangu_moe
+    ),
+    ("mla_latent",),
+    "openPangu Ultra MoE (vLLM openpangu.py): MLA like DeepSeek V3, one latent of"
+    " kv_lora_rank + qk_rope_head_dim per layer (no factor 2)",
+    architectures=("PanguUltraMoEForCausalLM",),
 )

@@ -1,0 +1,211 @@
+"""vLLM 0.32 classes that extend families kvplan already reads: Tele-FLM (a Llama), Rnj-1 (Gemma
+3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA), each from a config
+built here (no released config.json of theirs is bundled), with every figure worked by hand
+from the config and vLLM's model file in a comment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan import estimate
+from kvplan.errors import SpecError
+from kvplan.importers import parameters_from_config
+from kvplan.importers.config import spec_from_config
+from kvplan.importers.registry import list_architectures
+from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
+from kvplan.model.spec import ModelSpec, parse_spec
+
+VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"
+
+#: The vLLM classes this file's rules register.
+CLASSES = ("TeleFLMForCausalLM", "Rnj1ForCausalLM", "PanguUltraMoEForCausalLM")
+
+
+def _import(config: dict[str, Any]) -> ModelSpec:
+    data, _ = spec_from_config(config)
+    return parse_spec({"name": "x", **data})
+
+
+def test_every_class_is_a_vllm_class_and_registered() -> None:
+    known = set(VLLM_CLASSES.read_text().split())
+    registered = {c for a in list_architectures() for c in a.architectures}
+    assert set(CLASSES) <= known
+    assert set(CLASSES) <= registered
+
+
+# --- Tele-FLM ---------------------------------------------------------------------------------
+
+# Tele-FLM's keys as vLLM's llama.py reads them (TeleFLMForCausalLM is its LlamaForCausalLM);
+# no num_key_value_heads: every one of the 64 heads keeps its K and V.
+_TELEFLM: dict[str, Any] = {
+    "model_type": "TeleFLM",
+    "architectures": ["TeleFLMForCausalLM"],
+    "num_hidden_layers": 64,
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "intermediate_size": 21824,
+    "vocab_size": 80000,
+    "tie_word_embeddings": False,
+    "use_mup": True,
+    "mup_scale_factor": 8.0,
+    "output_mult": 1.0,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_teleflm_reads_as_llama() -> None:
+    spec = _import(_TELEFLM)
+    assert spec.model_type == "TeleFLM"
+    assert all(type(layer) is FullAttention for layer in spec.layers)
+    # 64 layers x 2 (K, V) x 64 heads x (8192 / 64 = 128) x 2 B = 2,097,152 B a token
+    assert estimate(spec, 1000).kv_cache_bytes == 64 * 2 * 64 * 128 * 2 * 1000
+    assert estimate(spec, 1).kv_cache_bytes == 2_097_152
+
+
+def test_teleflm_parameters() -> None:
+    # embeddings and head (untied) 2 x 80,000 x 8,192 = 1,310,720,000
+    # a layer: q, k, v, o 4 x 8,192^2 = 268,435,456; MLP 3 x 8,192 x 21,824 = 536,346,624;
+    #   2 RMSNorms 16,384: 804,798,464; x 64 = 51,507,101,696
+    # final norm 8,192: 52,817,829,888 (muP scales logits, it adds no weight)
+    assert parameters_from_config(_TELEFLM).total == 52_817_829_888
+
+
+# --- Rnj-1 ------------------------------------------------------------------------------------
+
+
+def test_rnj1_defaults_are_global() -> None:
+    # Gemma3TextConfig: 26 layers, 4 K/V heads of head_dim 256; without layer_types it writes
+    # five sliding_attention entries to one full, and vLLM rnj1.py windows only
+    # chunked_attention entries: every layer global, 26 x 2 x 4 x 256 x 2 B = 106,496 B a token
+    spec = _import({"model_type": "rnj1", "torch_dtype": "bfloat16"})
+    assert all(type(layer) is FullAttention for layer in spec.layers)
+    assert estimate(spec, 1).kv_cache_bytes == 26 * 2 * 4 * 256 * 2 == 106_496
+
+
+def test_rnj1_default_parameters() -> None:
+    # Gemma3TextConfig: vocabulary 262,208 x 2,304 tied = 604,127,232
+    # a layer: q 2,304 x (8 x 256) = 4,718,592, k and v 2 x 2,304 x 1,024 = 4,718,592, o
+    #   2,048 x 2,304 = 4,718,592, q/k norms 2 x 256 = 512; MLP 3 x 2,304 x 9,216 =
+    #   63,700,992; four RMSNorms 9,216: 77,866,496; x 26 = 2,024,528,896
+    # final norm 2,304: 2,628,658,432
+    assert parameters_from_config({"model_type": "rnj1"}).total == 2_628_658_432
+
+
+_RNJ1: dict[str, Any] = {
+    "model_type": "rnj1",
+    "architectures": ["Rnj1ForCausalLM"],
+    "num_hidden_layers": 8,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 16384,
+    "vocab_size": 128256,
+    "sliding_window": 512,
+    "layer_types": ["chunked_attention"] * 3 + ["full_attention"],
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_rnj1_chunked_layers_slide_over_the_window() -> None:
+    config = _RNJ1 | {"layer_types": (["chunked_attention"] * 3 + ["full_attention"]) * 2}
+    spec = _import(config)
+    # vLLM rnj1.py: chunked layers get per_layer_sliding_window = sliding_window 512
+    # (chunk_lookback 1: chunks of 256 and the one before), a SlidingWindowSpec of 512
+    windows = [getattr(layer, "window", None) for layer in spec.layers]
+    assert windows == [512, 512, 512, None] * 2
+    assert sum(isinstance(layer, SlidingWindowAttention) for layer in spec.layers) == 6
+    # every layer keeps 2 x 8 x 128 x 2 B = 4,096 B a token below the window
+    assert estimate(spec, 100).kv_cache_bytes == 8 * 4096 * 100
+    # past it, the six chunked layers hold 512 tokens, the two global ones all 10,000
+    assert estimate(spec, 10_000).kv_cache_bytes == (6 * 512 + 2 * 10_000) * 4096
+
+
+def test_rnj1_sliding_attention_entries_are_global() -> None:
+    # Rnj1Attention: is_chunked only for "chunked_attention"; a sliding_attention entry
+    # gets no window: 8 x 2 x 8 x 128 x 2 B = 32,768 B a token at any length
+    spec = _import(_RNJ1 | {"layer_types": ["sliding_attention"] * 7 + ["full_attention"]})
+    assert all(type(layer) is FullAttention for layer in spec.layers)
+    assert estimate(spec, 10_000).kv_cache_bytes == 8 * 4096 * 10_000
+
+
+def test_rnj1_refuses_a_wrong_layer_types() -> None:
+    with pytest.raises(SpecError, match="layer_types: has 4 entries but 8 layers"):
+        _import(_RNJ1)
+    with pytest.raises(SpecError, match=r"layer_types\.0: unknown kind"):
+        _import(_RNJ1 | {"layer_types": ["mamba"] * 8})
+
+
+def test_rnj1_parameters() -> None:
+    config = _RNJ1 | {"layer_types": ["full_attention"] * 8}
+    # vocabulary 128,256 x 4,096 tied (Gemma3TextConfig default) = 525,336,576
+    # a layer: q and o 2 x 4,096 x 4,096 = 33,554,432, k and v 2 x 4,096 x 1,024 = 8,388,608,
+    #   q/k norms 256; MLP 3 x 4,096 x 16,384 = 201,326,592; four norms 16,384: 243,286,272
+    # x 8 = 1,946,290,176; final norm 4,096: 2,471,630,848
+    assert parameters_from_config(config).total == 2_471_630_848
+
+
+# --- openPangu Ultra MoE ----------------------------------------------------------------------
+
+# OpenPanguMoEConfig's defaults (openPangu-Ultra-MoE-718B) under the names vLLM openpangu.py
+# reads (DeepSeek's): 61 layers, hidden 7,680, 128 heads, MLA ranks 1,536 / 512, rope 64,
+# nope 128, v 128; 256 experts of 2,048 (8 a token), one shared, 3 dense layers of 18,432;
+# vocabulary 153,600 untied; its depth-scaled sandwich norm and router bias.
+_PANGU_ULTRA: dict[str, Any] = {
+    "model_type": "pangu_ultra_moe",
+    "architectures": ["PanguUltraMoEForCausalLM"],
+    "num_hidden_layers": 61,
+    "hidden_size": 7680,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "moe_intermediate_size": 2048,
+    "intermediate_size": 18432,
+    "vocab_size": 153600,
+    "tie_word_embeddings": False,
+    "sandwich_norm": True,
+    "router_enable_expert_bias": True,
+    "num_nextn_predict_layers": 1,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_pangu_ultra_moe_caches_the_mla_latent() -> None:
+    spec = _import(_PANGU_ULTRA)
+    assert all(isinstance(layer, MLALatent) for layer in spec.layers)
+    # MLAAttentionSpec: 61 layers x (512 + 64) x 2 B = 70,272 B a token, no factor 2
+    assert estimate(spec, 1000).kv_cache_bytes == 61 * (512 + 64) * 2 * 1000
+    assert estimate(spec, 1).kv_cache_bytes == 70_272
+
+
+def test_pangu_ultra_moe_parameters() -> None:
+    # embeddings and head 2 x 153,600 x 7,680 = 2,359,296,000
+    # MLA a layer: q_a 7,680 x 1,536 = 11,796,480, its norm 1,536, q_b 1,536 x 128 x 192 =
+    #   37,748,736, kv_a 7,680 x 576 = 4,423,680, its norm 512, kv_b 512 x 128 x 256 =
+    #   16,777,216, o 16,384 x 7,680 = 125,829,120: 196,577,280; sandwich norms 4 x 7,680
+    # dense layer: + MLP 3 x 7,680 x 18,432 = 424,673,280: 621,281,280
+    # MoE layer: + 256 experts x 3 x 7,680 x 2,048 = 12,079,595,520, shared 47,185,920,
+    #   router 256 x 7,680 + bias 256 = 1,966,336: 12,325,355,776
+    # 3 dense + 58 MoE layers + final norm 7,680 (the MTP layer is not counted)
+    total = 2_359_296_000 + 3 * 621_281_280 + 58 * 12_325_355_776 + 7680
+    count = parameters_from_config(_PANGU_ULTRA)
+    assert count.total == total == 719_093_782_528
+    # a token skips 248 of the 256 experts, 248 x 47,185,920 in each of 58 layers: 40.4 B active
+    assert count.total - count.inactive == total - 58 * 248 * 47_185_920 == 40_371_509_248
+
+
+def test_pangu_ultra_moe_refuses_a_config_without_mla_keys() -> None:
+    config = {k: v for k, v in _PANGU_ULTRA.items() if k != "kv_lora_rank"}
+    with pytest.raises(SpecError, match="kv_lora_rank: required"):
+        _import(config)
