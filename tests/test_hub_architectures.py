@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
-from hub_server import SHA, Hub, Repo, hub_env, json_blob, serve  # noqa: E402
+from hub_server import SHA, Hub, Repo, hub_env, json_blob, serve
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 FOLDERS = sorted(p.parent.name for p in FIXTURES.glob("*/config.json"))
