@@ -75,6 +75,11 @@ FROM_DEFAULTS = {
     "TeleFLM": "test_arch_extend.py",
     "pangu_ultra_moe": "test_arch_extend.py",
     "rnj1": "test_arch_extend.py",
+    "alice_ai": "test_arch_v033.py",
+    "beam": "test_arch_v033.py",
+    "domyn_edge": "test_arch_v033.py",
+    "dory": "test_arch_v033.py",
+    "flint": "test_arch_v033.py",
 }
 
 

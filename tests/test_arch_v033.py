@@ -1,0 +1,272 @@
+"""The text-generation classes vLLM 0.33 adds to 0.32's registry: AliceAI, Beam, Domyn Edge,
+Dory, Flint and Step 5. No released config.json of theirs is bundled: Beam, Dory and Flint are
+built here from their transformers config classes' defaults; AliceAI and Domyn Edge keep their
+config class with the checkpoint (remote code), so their configs state every key the vLLM
+model reads. Every figure is worked by hand in a comment from the config and vLLM 0.33's
+model file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan import estimate
+from kvplan.errors import SpecError
+from kvplan.importers import parameters_from_config
+from kvplan.importers.config import spec_from_config
+from kvplan.importers.registry import list_architectures
+from kvplan.model.layers import FullAttention, NoCache, SlidingWindowAttention
+from kvplan.model.spec import ModelSpec, parse_spec
+
+DATA = Path(__file__).parent / "data"
+V032 = (DATA / "vllm_0.32_text_generation_architectures.txt").read_text().split()
+V033 = (DATA / "vllm_0.33_text_generation_architectures.txt").read_text().split()
+
+#: The classes vLLM 0.33's _TEXT_GENERATION_MODELS adds, and the model_type each is read as.
+ADDED = {
+    "AliceAIForCausalLM": "alice_ai",
+    "BeamForCausalLM": "beam",
+    "DomynEdgeForCausalLM": "domyn_edge",
+    "DoryForCausalLM": "dory",
+    "FlintForCausalLM": "flint",
+}
+
+
+def _import(config: dict[str, Any]) -> ModelSpec:
+    data, _ = spec_from_config(config)
+    return parse_spec({"name": "x", **data})
+
+
+def _kinds(spec: ModelSpec) -> tuple[int, int, int]:
+    """Full-attention, sliding and cache-free layers."""
+    full = sum(type(layer) is FullAttention for layer in spec.layers)
+    sliding = sum(isinstance(layer, SlidingWindowAttention) for layer in spec.layers)
+    return full, sliding, sum(isinstance(layer, NoCache) for layer in spec.layers)
+
+
+def test_the_033_list_is_the_whole_registry_and_adds_six() -> None:
+    assert len(V033) == len(set(V033)) == 124
+    assert set(V032) <= set(V033)
+    assert sorted(set(V033) - set(V032)) == sorted([*ADDED, "Step5ForCausalLM"])
+
+
+@pytest.mark.parametrize(("cls", "model_type"), sorted(ADDED.items()))
+def test_each_added_class_is_read(cls: str, model_type: str) -> None:
+    by_type = {a.model_type: a for a in list_architectures()}
+    assert by_type[model_type].architectures == (cls,)
+    assert "vllm" in by_type[model_type].engines
+    assert "vLLM 0.33" in by_type[model_type].notes
+
+
+# --- Dory -------------------------------------------------------------------------------------
+
+
+def test_dory_defaults_loop_the_recurrent_caches() -> None:
+    # DoryConfig as written: 72 layers, odd ones mlp (36, no cache); attention layer i full
+    # where i % 8 == 6: 6, 14, ..., 70 = 9 full, 27 sliding over 1,024. Input 0-15, output
+    # 56-71, recurrent 16-55: its 20 attention layers (full: 22, 30, 38, 46, 54) get one more
+    # cache for the second loop (per_loop): 36 + 20 = 56 caches, 14 full and 42 sliding
+    spec = _import({"model_type": "dory", "torch_dtype": "bfloat16"})
+    assert spec.num_hidden_layers == 72 + 20
+    assert _kinds(spec) == (14, 42, 36)
+    # 4 K/V heads of 256: 2 x 4 x 256 x 2 = 4,096 B a cache; 56 x 4,096 = 229,376 B a token
+    assert estimate(spec, 100).kv_cache_bytes == 229_376 * 100
+    # 2,048 tokens: 14 x 4,096 x 2,048 + 42 x 4,096 x 1,024 = 117,440,512 + 176,160,768
+    assert estimate(spec, 2048).kv_cache_bytes == 117_440_512 + 176_160_768
+    assert estimate(spec, 2048).state_bytes == 0
+
+
+def test_dory_last_loop_and_more_loops() -> None:
+    # last_loop: the loops overwrite one cache, 36 caches whatever the loop count
+    base: dict[str, Any] = {"model_type": "dory", "torch_dtype": "bfloat16"}
+    last = _import(base | {"recurrent_kv_cache_mode": "last_loop", "n_recurrent_loops": 4})
+    assert (last.num_hidden_layers, _kinds(last)) == (72, (9, 27, 36))
+    # four per_loop loops: 3 x 20 extra caches, 36 + 60 = 96 of 4,096 B
+    four = _import(base | {"n_recurrent_loops": 4})
+    assert estimate(four, 10).kv_cache_bytes == 96 * 4096 * 10
+    with pytest.raises(SpecError, match="recurrent_kv_cache_mode"):
+        _import(base | {"recurrent_kv_cache_mode": "every"})
+    with pytest.raises(SpecError, match="must sum to 72"):
+        _import(base | {"n_recurrent_layers": 50})
+    with pytest.raises(SpecError, match=r"layer_types\.1: unknown kind"):
+        _import(base | {"num_hidden_layers": 2, "layer_types": ["mlp", "moe"]})
+
+
+def test_dory_parameters() -> None:
+    # vLLM dory.py, DoryConfig: V 131,072, H 2,560, 16 heads and 4 K/V heads of 256, MLP 7,168
+    # embeddings 131,072 x 2,560 = 335,544,320, head as much plus logit_scale 131,072
+    # attention layer: qkv 2,560 x 6,144 = 15,728,640, g and o 2 x 10,485,760, sqk and s_gate
+    # 2 x 4,096, attn_alpha 2,560: 36,710,912; MLP layer: 3 x 2,560 x 7,168 = 55,050,240,
+    # suv 2 x 7,168, mlp_alpha 2,560: 55,067,136; 36 of each; no final norm
+    count = parameters_from_config({"model_type": "dory"})
+    assert count.total == 2 * 335_544_320 + 131_072 + 36 * (36_710_912 + 55_067_136)
+    assert count.total == 3_975_229_440
+
+
+# --- Beam -------------------------------------------------------------------------------------
+
+
+def test_beam_defaults() -> None:
+    # BeamConfig: 52 layers, global where (i + 1) % 6 == 0 (5, 11, ..., 47: 8) and the last,
+    # 9 global and 43 sliding over 512; 8 K/V heads of 128: 2 x 8 x 128 x 2 = 4,096 B a layer
+    spec = _import({"model_type": "beam", "torch_dtype": "bfloat16"})
+    assert _kinds(spec) == (9, 43, 0)
+    assert type(spec.layers[51]) is FullAttention
+    assert estimate(spec, 100).kv_cache_bytes == 52 * 4096 * 100
+    # 1,000 tokens: 9 x 4,096 x 1,000 + 43 x 4,096 x 512 = 36,864,000 + 90,177,536
+    assert estimate(spec, 1000).kv_cache_bytes == 36_864_000 + 90_177_536
+    stated = _import(
+        {
+            "model_type": "beam",
+            "num_hidden_layers": 2,
+            "sliding_window": 128,
+            "layer_types": ["full_attention", "sliding_attention"],
+        }
+    )
+    assert _kinds(stated) == (1, 1, 0)
+
+
+def test_beam_parameters() -> None:
+    # V 151,936, H 5,120, 48 heads and 8 K/V heads of 128; per layer q, k, v and gate
+    # 5,120 x (2 x 6,144 + 2 x 1,024) = 73,400,320, o 6,144 x 5,120 = 31,457,280, q/k norms 256,
+    # gate bias 48, 4 norms 20,480: 104,878,384 x 52; 3 dense MLPs 3 x 5,120 x 20,480 =
+    # 314,572,800; 49 MoE layers of 256 experts x 3 x 5,120 x 2,560 = 10,066,329,600 and a
+    # router 256 x 5,120 + 256: 10,067,640,576; embeddings 2 x 151,936 x 5,120; final norm
+    count = parameters_from_config({"model_type": "beam"})
+    assert count.total == (
+        2 * 151_936 * 5_120 + 52 * 104_878_384 + 3 * 314_572_800 + 49 * 10_067_640_576 + 5_120
+    )
+    assert count.total == 501_267_612_352  # Beam 1.0 501B-A23B
+    # a token skips 248 of 256 experts in 49 layers: 49 x 248 x 39,321,600
+    assert count.inactive == 477_836_083_200
+
+
+# --- Flint ------------------------------------------------------------------------------------
+
+
+def test_flint_defaults() -> None:
+    # FlintConfig: 49 layers, global where i < 2, i % 4 == 1 (1, 5, ..., 45: 12) or the last:
+    # {0, 1, 5, ..., 45, 48} = 14, 35 sliding over 513; 4 K/V heads of 128: 2,048 B a layer
+    spec = _import({"model_type": "flint", "torch_dtype": "bfloat16"})
+    assert _kinds(spec) == (14, 35, 0)
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindowAttention)} == {
+        513
+    }
+    assert estimate(spec, 100).kv_cache_bytes == 49 * 2048 * 100
+    # 1,000 tokens: 14 x 2,048 x 1,000 + 35 x 2,048 x 513 = 28,672,000 + 36,771,840
+    assert estimate(spec, 1000).kv_cache_bytes == 28_672_000 + 36_771_840
+
+
+def test_flint_parameters() -> None:
+    # V 150,144, H 2,048, 32 heads and 4 K/V heads of 128; per layer qkv 2,048 x 5,120 =
+    # 10,485,760, o 4,096 x 2,048 = 8,388,608, q/k norms 256, sinks 32, 2 norms 4,096:
+    # 18,878,752 x 49; layers 0 and 1 a dense MLP 3 x 2,048 x 6,144 = 37,748,736; 47 MoE layers:
+    # 256 x 3 x 2,048 x 512 = 805,306,368, shared 3 x 2,048 x 1,024 = 6,291,456, router
+    # 256 x 2,048 = 524,288: 812,122,112; embeddings 2 x 150,144 x 2,048; final norm 2,048
+    count = parameters_from_config({"model_type": "flint"})
+    assert count.total == (
+        2 * 150_144 * 2_048 + 49 * 18_878_752 + 2 * 37_748_736 + 47 * 812_122_112 + 2_048
+    )
+    assert count.total == 39_785_287_456
+
+
+# --- Domyn Edge -------------------------------------------------------------------------------
+
+DOMYN: dict[str, Any] = {
+    "model_type": "domyn_edge",
+    "torch_dtype": "bfloat16",
+    "num_hidden_layers": 2,
+    "hidden_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "per_layer_config": [{"head_dim": 128}, {"head_dim": 256}],
+    "window_sizes": [[1023, 0], [0, 0]],
+    "position_layers": ["rope", "nope"],
+    "vocab_size": 1000,
+    "intermediate_size": 4096,
+    "tie_word_embeddings": True,
+}
+
+
+def test_domyn_edge_per_layer_head_dim_and_window() -> None:
+    # layer 0: window (1023, 0) attends to 1,024 keys, 8 x 128: 2 x 8 x 128 x 2 = 4,096 B;
+    # layer 1: global, 8 x 256: 8,192 B
+    spec = _import(DOMYN)
+    assert spec.layers == (
+        SlidingWindowAttention(8, 128, 128, window=1024),
+        FullAttention(8, 256, 256),
+    )
+    assert estimate(spec, 1).kv_cache_bytes == 4096 + 8192
+    # 2,000 tokens: 4,096 x 1,024 + 8,192 x 2,000 = 4,194,304 + 16,384,000
+    assert estimate(spec, 2000).kv_cache_bytes == 4_194_304 + 16_384_000
+    with pytest.raises(SpecError, match="per_layer_config: required"):
+        _import({k: v for k, v in DOMYN.items() if k != "per_layer_config"})
+    with pytest.raises(SpecError, match="different windows"):
+        _import(DOMYN | {"window_sizes": [[1023, 0], [511, 0]]})
+    with pytest.raises(SpecError, match="window_sizes: has 1 entries"):
+        _import(DOMYN | {"window_sizes": [[0, 0]]})
+
+
+def test_domyn_edge_parameters() -> None:
+    # tied 1,000 x 1,024; layer 0: qkv 1,024 x 3,072 = 3,145,728, o 1,024 x 1,024 = 1,048,576,
+    # k_norm 128, MLP 3 x 1,024 x 4,096 = 12,582,912, 4 norms 4,096: 16,781,440; layer 1: qkv
+    # 1,024 x 6,144 = 6,291,456, o 2,048 x 1,024 = 2,097,152, k_norm 256, MLP, norms:
+    # 20,975,872; final norm 1,024
+    count = parameters_from_config(DOMYN)
+    assert count.total == 1_024_000 + 16_781_440 + 20_975_872 + 1_024 == 38_782_336
+
+
+# --- AliceAI ----------------------------------------------------------------------------------
+
+ALICE: dict[str, Any] = {
+    "model_type": "alice_ai",
+    "torch_dtype": "bfloat16",
+    "num_hidden_layers": 4,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "linear_num_key_heads": 32,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512,
+    "vocab_size": 129024,
+    "block_attn_res_block_size": 4,
+}
+
+
+def test_alice_ai_kda_state_and_gated_attention() -> None:
+    # the full layer: 2 K/V heads of 256: 2 x 2 x 256 x 2 = 2,048 B a token; each KDA layer
+    # (kda_state_shape): conv 3 x (32 x 128) x (4 - 1) = 36,864 values in bf16 = 73,728 B,
+    # state 32 x 128 x 128 = 524,288 values in float32 = 2,097,152 B; 3 KDA layers: 6,512,640 B
+    spec = _import(ALICE)
+    assert estimate(spec, 1000).state_bytes == 3 * (73_728 + 2_097_152) == 6_512_640
+    # the cache holds both: 2,048 x 1,000 + 6,512,640
+    assert estimate(spec, 1000).kv_cache_bytes == 2_048_000 + 6_512_640
+    with pytest.raises(SpecError, match="layer_types: required"):
+        _import({k: v for k, v in ALICE.items() if k != "layer_types"})
+    with pytest.raises(SpecError, match="linear_num_value_heads"):
+        _import(ALICE | {"linear_num_value_heads": 16})
+
+
+def test_alice_ai_parameters() -> None:
+    # head and embeddings 2 x 129,024 x 2,048 = 528,482,304, final norm and final residual
+    # projection and norm 3 x 2,048; KDA layer: q, k, v 2,048 x 12,288 = 25,165,824, beta
+    # 2,048 x 32 = 65,536, f and g low rank 2 x (2,048 x 128 + 128 x 4,096) = 1,572,864, dt_bias
+    # 4,096, conv 3 x 4,096 x 4 = 49,152, A_log 32, o_norm 128, o 4,096 x 2,048 = 8,388,608:
+    # 35,246,240; gated attention: q and gate, k, v 2,048 x (8,192 + 1,024) = 18,874,368,
+    # o 8,388,608, q/k norms 512: 27,263,488; every layer 512 experts x 3 x 2,048 x 512 =
+    # 1,610,612,736, shared 3,145,728, router 512 x 2,048 + 512, shared gate 2,048, 2 norms
+    # and the mlp residual 4 x 2,048: 1,614,817,792; attention residuals on layers 1-3: 2 x 2,048
+    count = parameters_from_config(ALICE)
+    outside = 528_482_304 + 3 * 2_048
+    layers = 3 * 35_246_240 + 27_263_488 + 4 * 1_614_817_792 + 3 * 4_096
+    assert count.total == outside + layers == 7_120_774_112
