@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from kvplan.arguments import as_instance, as_path, check_strs
 from kvplan.errors import SpecError
 from kvplan.files import is_file, is_folder, read_text
-from kvplan.importers.parameters import Count, quantized_format
+from kvplan.importers.parameters import Count, multimodal_block, quantized_format
 from kvplan.importers.reading import (
     CONFIG_NAME,
     NESTED,
@@ -109,6 +109,9 @@ def _map(config: Config) -> tuple[Reading, Rule]:
             r.spec[key] = text[key]
     rule.state(r)
     _sizes(r, config)
+    reader = multimodal_block(config)
+    if reader is not None:  # a vision or audio model: its encoder, kept apart
+        r.spec["multimodal"] = reader(config, r.spec)
     return r, rule
 
 

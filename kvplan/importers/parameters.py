@@ -244,6 +244,38 @@ def vision(part: Count) -> Count:
     return Count(part.total)
 
 
+#: A multimodal model's ``multimodal`` spec block (kvplan.model.multimodal) from its whole
+#: config.json and the text spec mapped so far (``hidden_size``, ``torch_dtype``).
+MultimodalReader = Callable[[Config, Mapping[str, Any]], dict[str, Any]]
+_MULTIMODAL: dict[str, MultimodalReader] = {}
+
+
+def register_multimodal(model_type: str, reader: MultimodalReader) -> None:
+    """Read the ``multimodal`` block of configs whose top-level ``model_type`` is this."""
+    _MULTIMODAL[model_type] = reader
+
+
+def multimodal_block(config: Config) -> MultimodalReader | None:
+    """The reader of the ``multimodal`` block for ``config``'s top-level model_type, if any."""
+    model_type = config.get("model_type")
+    return _MULTIMODAL.get(model_type) if isinstance(model_type, str) else None
+
+
+def encoder_block(
+    spec: Mapping[str, Any], encoder: Count, tokens: Mapping[str, int]
+) -> dict[str, Any]:
+    """A ``multimodal`` block: the modalities of ``tokens`` (``image_tokens``...), the
+    ``encoder``'s parameters, and its dtype: the model's, as engines load the whole checkpoint
+    in one dtype (a ``vision_config`` may say float32 where the weights are bfloat16)."""
+    modalities = [m for m in ("image", "video", "audio") if any(k.startswith(m) for k in tokens)]
+    return {
+        "modalities": modalities,
+        "encoder_parameters": encoder.total,
+        "encoder_dtype": spec["torch_dtype"],
+        **tokens,
+    }
+
+
 def decoder(s: Shapes, layers: Count, final_norm: Count | None = None) -> Count:
     """Embeddings (and head), the stacked ``layers`` and the final norm (default RMSNorm)."""
     return s.embeddings() + layers + (norm(s.hidden) if final_norm is None else final_norm)

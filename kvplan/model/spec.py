@@ -50,6 +50,7 @@ from kvplan.model.limits import (
     Tokens,
     WeightBytes,
 )
+from kvplan.model.multimodal import Multimodal
 from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
 from kvplan.validation import check_kind, read_yaml
 
@@ -211,6 +212,11 @@ class ModelSpec:
     stored_weight_bytes: StoredWeights | None = _key(
         "Weight bytes exactly as a file stores them (a GGUF tensor table): used"
         " as they are unless a dtype or quantization re-formats the weights.",
+        None,
+    )
+    multimodal: Multimodal | None = _key(
+        "A multimodal model's encoder: modalities, encoder_parameters, encoder_dtype,"
+        " image_tokens, video_frame_tokens, video_max_frame_groups, audio_tokens.",
         None,
     )
 

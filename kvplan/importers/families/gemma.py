@@ -14,16 +14,21 @@ vLLM gemma4.py reads it; a k_eq_v layer still caches V, loaded from the K weight
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kvplan.errors import SpecError
 from kvplan.importers.parameters import (
     Count,
     decoder,
+    encoder_block,
     experts,
     flag,
     linear,
     mlp,
     norm,
     plain,
+    register_multimodal,
     shapes,
     size,
     vision,
@@ -145,6 +150,18 @@ register_wrapper(
     vision=_count_siglip,
     architectures=("Gemma3ForConditionalGeneration",),
 )
+
+
+def _gemma3_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Images only: ``mm_tokens_per_image`` (Gemma3Config's default 256) embeddings each, as
+    vLLM's gemma3_mm.py counts an image without pan-and-scan crops (its default)."""
+    stated = config.get("mm_tokens_per_image")
+    tokens = whole(256 if stated is None else stated, "mm_tokens_per_image")
+    encoder = _count_siglip(config, spec["hidden_size"])
+    return encoder_block(spec, encoder, {"image_tokens": tokens})
+
+
+register_multimodal("gemma3", _gemma3_multimodal)
 
 
 # Gemma3nTextConfig defaults (configuration_gemma3n.py).
