@@ -1,7 +1,9 @@
 """Delta-attention classes of vLLM 0.32: Kimi Linear (KimiLinearForCausalLM, Kimi delta
-attention beside MLA) from its released config.json. Every figure is worked by hand in a
-comment from the config and vLLM's source (models/kimi_k3, mamba_utils.py ``kda_state_shape``
-and ``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
+attention beside MLA) from its released config.json, and Ling 3.0 (BailingMoeV3ForCausalLM, KDA
+beside MLA) from a config built here out of its config class's defaults (no released file of
+it is bundled). Every figure is worked by hand in a comment from the config and vLLM's source
+(models/kimi_k3, bailing_moe_v3.py, mamba_utils.py ``kda_state_shape`` and
+``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_archi
 BF16 = resolve_dtype("bfloat16")
 
 #: The vLLM classes this file registers.
-CLASSES = ("KimiLinearForCausalLM",)
+CLASSES = ("KimiLinearForCausalLM", "BailingMoeV3ForCausalLM")
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -122,3 +124,64 @@ def test_kimi_linear_refusals() -> None:
     del bad["linear_attn_config"]["num_heads"]
     with pytest.raises(SpecError, match=r"linear_attn_config\.num_heads"):
         spec_from_config(bad)
+
+
+#: Ling 3.0 from transformers' BailingHybridConfig defaults, plus the two keys vLLM's
+#: bailing_moe_v3.py needs that the class lacks (it refuses no_kda_lora false, and reads
+#: moe_shared_expert_intermediate_size, here the routed experts' 768).
+LING_3_DEFAULTS: dict[str, Any] = {
+    "architectures": ["BailingMoeV3ForCausalLM"],
+    "model_type": "bailing_hybrid",
+    "torch_dtype": "bfloat16",
+    "no_kda_lora": True,
+    "moe_shared_expert_intermediate_size": 768,
+}
+
+
+def test_ling_3_cache_from_defaults() -> None:
+    spec = _import(LING_3_DEFAULTS)
+    # 42 layers in groups of 6: MLA on layers 5, 11, ..., 41 (42 // 6 x 6 = 42: no tail)
+    mla = [i for i, layer in enumerate(spec.layers) if isinstance(layer, MLALatent)]
+    assert mla == [5, 11, 17, 23, 29, 35, 41]
+    # 7 MLA layers x (512 + 64) x 2 B = 8,064 B a token
+    assert _token_bytes(spec) == 7 * 576 * 2 == 8064
+    # 35 KDA layers of 32 heads x 128 (num_attention_heads, head_dim), kernel 4: conv
+    # 3 x 4,096 x 3 = 36,864 bf16 values, state 32 x 128 x 128 = 524,288 fp32 values
+    assert _state_bytes(spec) == 35 * (36_864 * 2 + 524_288 * 4) == 75_980_800
+    assert spec.max_position_embeddings == 262144
+
+
+def test_ling_3_parameters_from_defaults() -> None:
+    """hidden 2,560, vocabulary 157,184 (untied), 32 heads:
+
+    - embeddings and head: 2 x 157,184 x 2,560 = 804,782,080
+    - KDA (width 4,096): q, k, v and b 2,560 x (3 x 4,096 + 32) = 31,539,200; f_proj and
+      g_proj 2 x 2,560 x 4,096 = 20,971,520; dt_bias 4,096, conv 3 x 4,096 x 4 = 49,152,
+      A_log 32; o_norm 128; o_proj 10,485,760: 63,049,888
+    - MLA (no q_lora_rank, no gate): q_proj 2,560 x 6,144 = 15,728,640; kv_a 2,560 x 576 =
+      1,474,560; norm 512; kv_b 512 x 8,192 = 4,194,304; dense 10,485,760: 31,883,776
+    - first_k_dense_replace 2 dense MLPs of 3 x 2,560 x 6,144 = 47,185,920
+    - 40 MoE layers: 512 experts x 3 x 2,560 x 768 = 3,019,898,880, shared 5,898,240,
+      router 512 x 2,560 + bias 512 = 1,311,232: 3,027,108,352
+    - norms 42 x 5,120 + 2,560
+
+    804,782,080 + 35 x 63,049,888 + 7 x 31,883,776 + 2 x 47,185,920 + 40 x 3,027,108,352
+    + 215,040 + 2,560 = 124,413,638,112."""
+    count = parameters_from_config(LING_3_DEFAULTS)
+    assert count.total == 124_413_638_112
+    assert count.inactive == 40 * (512 - 8) * 5_898_240
+
+
+def test_ling_3_tail_layers_are_mla() -> None:
+    # 22 layers in groups of 4: 3, 7, 11, 15, 19 end a group; 20 and 21 are past the last
+    # whole group (22 // 4 x 4 = 20), so vLLM builds them as MLA too
+    spec = _import({**LING_3_DEFAULTS, "num_hidden_layers": 22, "layer_group_size": 4})
+    mla = [i for i, layer in enumerate(spec.layers) if isinstance(layer, MLALatent)]
+    assert mla == [3, 7, 11, 15, 19, 20, 21]
+
+
+def test_ling_3_refusals() -> None:
+    with pytest.raises(SpecError, match=r"BailingMoeV2_5ForCausalLM is not read"):
+        spec_from_config({**LING_3_DEFAULTS, "architectures": ["BailingMoeV2_5ForCausalLM"]})
+    with pytest.raises(SpecError, match=r"no_kda_lora: vLLM 0\.32 serves"):
+        spec_from_config({**LING_3_DEFAULTS, "no_kda_lora": False})

@@ -81,6 +81,7 @@ FROM_DEFAULTS = {
     "dory": "test_arch_v033.py",
     "flint": "test_arch_v033.py",
     "minimax_m3_text": "test_arch_sparse.py",
+    "bailing_hybrid": "test_arch_delta.py",
 }
 
 

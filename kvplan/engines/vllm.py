@@ -294,6 +294,10 @@ def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
         return name
     if spec.model_type in FLOAT32_SSM_STATE.get(cfg.version, ()):
         return "float32"
+    if spec.conv_dtype is not None:
+        # a state kept apart from its conv tail (Kimi delta attention: mamba_utils.py
+        # kda_state_dtype keeps it in float32 under auto, the tail in the model dtype)
+        return spec.state_dtype
     return None
 
 

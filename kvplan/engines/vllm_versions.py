@@ -208,7 +208,4 @@ def _span(line: str) -> str:
 #: (vllm/model_executor/models/config.py, from v0.20.0: NemotronH takes the config's
 #: mamba_ssm_cache_dtype, else float32; float16 before, the same size as bfloat16);
 #: measured on 0.32: Nemotron-H 8B's state page needs 1,152-token attention blocks
-FLOAT32_SSM_STATE: dict[str, tuple[str, ...]] = dict.fromkeys(VERSIONS[2:], ("nemotron_h",))
-# Kimi delta attention's recurrent state (mamba_utils.py kda_state_dtype, read from 0.32.0; its
-# conv tail stays in the model dtype): Kimi Linear
-FLOAT32_SSM_STATE["0.32"] = ("nemotron_h", "kimi_linear")
+FLOAT32_SSM_STATE = dict.fromkeys(VERSIONS[2:], ("nemotron_h",))
