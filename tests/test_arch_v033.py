@@ -1,6 +1,7 @@
 """The text-generation classes vLLM 0.33 adds to 0.32's registry: AliceAI, Beam, Domyn Edge,
 Dory, Flint and Step 5. No released config.json of theirs is bundled: Beam, Dory and Flint are
-built here from their transformers config classes' defaults; AliceAI and Domyn Edge keep their
+built here from their transformers config classes' defaults, Step 5 from vLLM's Step5Config
+(transformers has none) with the keys vLLM requires; AliceAI and Domyn Edge keep their
 config class with the checkpoint (remote code), so their configs state every key the vLLM
 model reads. Every figure is worked by hand in a comment from the config and vLLM 0.33's
 model file."""
@@ -31,6 +32,7 @@ ADDED = {
     "DomynEdgeForCausalLM": "domyn_edge",
     "DoryForCausalLM": "dory",
     "FlintForCausalLM": "flint",
+    "Step5ForCausalLM": "step5",
 }
 
 
@@ -49,7 +51,7 @@ def _kinds(spec: ModelSpec) -> tuple[int, int, int]:
 def test_the_033_list_is_the_whole_registry_and_adds_six() -> None:
     assert len(V033) == len(set(V033)) == 124
     assert set(V032) <= set(V033)
-    assert sorted(set(V033) - set(V032)) == sorted([*ADDED, "Step5ForCausalLM"])
+    assert sorted(set(V033) - set(V032)) == sorted(ADDED)
 
 
 @pytest.mark.parametrize(("cls", "model_type"), sorted(ADDED.items()))
@@ -270,3 +272,62 @@ def test_alice_ai_parameters() -> None:
     outside = 528_482_304 + 3 * 2_048
     layers = 3 * 35_246_240 + 27_263_488 + 4 * 1_614_817_792 + 3 * 4_096
     assert count.total == outside + layers == 7_120_774_112
+
+
+# --- Step 5 -----------------------------------------------------------------------------------
+
+STEP5: dict[str, Any] = {
+    "model_type": "step5",
+    "torch_dtype": "bfloat16",
+    "sparse_config": {"enabled": False},
+    "use_moe_router_bias": True,
+}
+
+
+def test_step5_defaults() -> None:
+    # Step5Config: 48 layers, 8 groups of 5,120 / 40 = 128; no layer_types: even layers listed
+    # sliding, odd full; with no sliding_window every layer attends fully: 48 x 2 x 8 x 128 x 2
+    spec = _import(STEP5)
+    assert _kinds(spec) == (48, 0, 0)
+    assert estimate(spec, 1).kv_cache_bytes == 48 * 4096 == 196_608
+    # with a window of 4,096: 24 sliding, 24 full; 10,000 tokens: 24 x 4,096 x 10,000 +
+    # 24 x 4,096 x 4,096 = 983,040,000 + 402,653,184
+    windowed = _import(STEP5 | {"sliding_window": 4096})
+    assert _kinds(windowed) == (24, 24, 0)
+    assert estimate(windowed, 10_000).kv_cache_bytes == 983_040_000 + 402_653_184
+
+
+def test_step5_per_type_heads_and_mtp_entries() -> None:
+    # four decoder layers; layer_types_with_mtp's fifth entry is the MTP layer's, cut off;
+    # full layers 8 groups of 128: 2 x 8 x 128 x 2 = 4,096 B; sliding layers take
+    # attention_other_setting's 4 groups of 64: 2 x 4 x 64 x 2 = 1,024 B
+    config = STEP5 | {"num_hidden_layers": 4, "num_nextn_predict_layers": 1, "head_dim": 128}
+    config |= {"hidden_size": 1024, "num_attention_heads": 8, "sliding_window": 512}
+    config["layer_types_with_mtp"] = ["full_attention", "sliding_attention"] * 2
+    config["layer_types_with_mtp"] += ["full_attention"]
+    other = {"attention_type": "sliding_attention", "num_attention_heads": 16}
+    config["attention_other_setting"] = other | {"num_attention_groups": 4, "head_dim": 64}
+    config["swa_num_attention_heads"] = 16
+    spec = _import(config)
+    assert _kinds(spec) == (2, 2, 0)
+    assert estimate(spec, 10).kv_cache_bytes == (2 * 4096 + 2 * 1024) * 10
+
+
+def test_step5_refuses_what_it_does_not_model() -> None:
+    with pytest.raises(SpecError, match="sparse_config: required"):
+        _import({"model_type": "step5"})
+    with pytest.raises(SpecError, match="DSA cache"):
+        _import(STEP5 | {"sparse_config": {"topk": 512}})
+
+
+def test_step5_parameters() -> None:
+    # H 5,120, V 65,536, 40 heads, 8 groups of 128; per layer qkv 5,120 x 7,168 = 36,700,160,
+    # o 5,120^2 = 26,214,400, q/k norms 256, 2 norms 10,240: 62,925,056 x 48; layer 0 a dense
+    # MLP 3 x 5,120 x 13,312 = 204,472,320; layers 1-47: 16 experts x 3 x 5,120 x 10,240 =
+    # 2,516,582,400, the shared expert of 10,240 x 4 = 40,960: 629,145,600, router 16 x 5,120
+    # + 16: 3,145,809,936; untied embeddings 2 x 65,536 x 5,120; final norm 5,120
+    count = parameters_from_config(STEP5)
+    assert count.total == (
+        2 * 65_536 * 5_120 + 48 * 62_925_056 + 204_472_320 + 47 * 3_145_809_936 + 5_120
+    )
+    assert count.total == 151_749_035_760

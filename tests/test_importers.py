@@ -80,6 +80,7 @@ FROM_DEFAULTS = {
     "domyn_edge": "test_arch_v033.py",
     "dory": "test_arch_v033.py",
     "flint": "test_arch_v033.py",
+    "step5": "test_arch_v033.py",
     "minimax_m3_text": "test_arch_sparse.py",
     "bailing_hybrid": "test_arch_delta.py",
 }
