@@ -1,7 +1,8 @@
 """vLLM 0.32 classes that extend families kvplan already reads: Tele-FLM (a Llama), Rnj-1 (Gemma
-3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA), each from a config
-built here (no released config.json of theirs is bundled), with every figure worked by hand
-from the config and vLLM's model file in a comment."""
+3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA) and Nemotron-H Puzzle
+(per-layer blocks and windows), each from a config built here (no released config.json of
+theirs is bundled), with every figure worked by hand from the config and vLLM's model file in
+a comment."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 from kvplan import estimate
+from kvplan.engines.vllm import layout
+from kvplan.engines.vllm_config import VllmConfig
 from kvplan.errors import SpecError
 from kvplan.importers import parameters_from_config
 from kvplan.importers.config import spec_from_config
@@ -21,7 +24,12 @@ from kvplan.model.spec import ModelSpec, parse_spec
 VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"
 
 #: The vLLM classes this file's rules register.
-CLASSES = ("TeleFLMForCausalLM", "Rnj1ForCausalLM", "PanguUltraMoEForCausalLM")
+CLASSES = (
+    "TeleFLMForCausalLM",
+    "Rnj1ForCausalLM",
+    "PanguUltraMoEForCausalLM",
+    "NemotronHPuzzleForCausalLM",
+)
 
 
 def _import(config: dict[str, Any]) -> ModelSpec:
@@ -208,4 +216,128 @@ def test_pangu_ultra_moe_parameters() -> None:
 def test_pangu_ultra_moe_refuses_a_config_without_mla_keys() -> None:
     config = {k: v for k, v in _PANGU_ULTRA.items() if k != "kv_lora_rank"}
     with pytest.raises(SpecError, match="kv_lora_rank: required"):
+        _import(config)
+
+
+# --- Nemotron-H Puzzle ------------------------------------------------------------------------
+
+# Six layers, M * E - * E, whose blocks override the top level: the first attention block slides
+# over 256 tokens, the second states no window (null: the top level's, none); the first MoE block
+# narrows its experts to 256 and routes one, the second keeps 4 experts; the MLP block is 1,536.
+_PUZZLE: dict[str, Any] = {
+    "model_type": "nemotron_h_puzzle",
+    "architectures": ["NemotronHPuzzleForCausalLM"],
+    "num_hidden_layers": 6,
+    "hybrid_override_pattern": "M*E-*E",
+    "hidden_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "vocab_size": 1000,
+    "tie_word_embeddings": False,
+    "mamba_num_heads": 16,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 64,
+    "conv_kernel": 4,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 512,
+    "moe_shared_expert_intermediate_size": 1024,
+    "intermediate_size": 2048,
+    "sliding_window": None,
+    "block_configs": [
+        {"block_type": "mamba"},
+        {"block_type": "attention", "sliding_window": 256},
+        {"block_type": "moe", "moe_intermediate_size": 256, "num_experts_per_tok": 1},
+        {"block_type": "mlp", "intermediate_size": 1536},
+        {"block_type": "attention", "sliding_window": None},
+        {"block_type": "moe", "n_routed_experts": 4},
+    ],
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_nemotron_h_puzzle_windows_come_from_the_blocks() -> None:
+    spec = _import(_PUZZLE)
+    assert [layer.kind for layer in spec.layers] == [
+        "mamba",
+        "sliding_attention",
+        "no_cache",
+        "no_cache",
+        "full_attention",
+        "no_cache",
+    ]
+    # an attention layer keeps 2 x 2 K/V heads x 128 x 2 B = 1,024 B a token; vLLM's Mamba2
+    # state: conv (16 x 64 + 2 x 2 groups x 64) x (4 - 1) = 3,840 values in bfloat16 = 7,680 B,
+    # SSM 16 x 64 x 64 = 65,536 values in float32 = 262,144 B: 269,824 B a sequence
+    short = estimate(spec, 100)
+    assert short.state_bytes == 3840 * 2 + 65536 * 4 == 269_824
+    assert short.kv_cache_bytes == 2 * 1024 * 100 + 269_824
+    # at 1,000 tokens the sliding layer holds 256, the global one all 1,000
+    assert estimate(spec, 1000).kv_cache_bytes == (256 + 1000) * 1024 + 269_824
+    # vLLM 0.32's pages: the Mamba layer's state, the sliding and the full attention layer
+    pages = [page for page in layout(spec, VllmConfig(max_model_len=4096))[0] if page]
+    assert [(page.kind, page.token_bytes) for page in pages] == [
+        ("mamba", 269_824),
+        ("sliding", 1024),
+        ("full", 1024),
+    ]
+
+
+def test_nemotron_h_puzzle_parameters() -> None:
+    # embeddings and head 2 x 1,000 x 1,024 = 2,048,000; one RMSNorm of 1,024 a layer
+    # M: in_proj 1,024 x (1,024 + 1,280 + 16) = 2,375,680, conv 1,280 x 4 + bias 1,280 = 6,400,
+    #   dt bias, A_log, D 48, gated norm 1,024, out_proj 1,048,576: 3,431,728 (+ norm)
+    # *: q and o 2 x 1,024 x 1,024, k and v 2 x 1,024 x 256: 2,621,440 (+ norm), twice
+    # E (block 2): 8 experts of up/down 2 x 1,024 x 256 = 524,288: 4,194,304, shared 2 x 1,024
+    #   x 1,024 = 2,097,152, router and bias 1,025 x 8 = 8,200: 6,299,656 (+ norm)
+    # - (block 3): 2 x 1,024 x 1,536 = 3,145,728 (+ norm)
+    # E (block 5): 4 experts of 2 x 1,024 x 512 = 1,048,576: 4,194,304, shared 2,097,152,
+    #   router 1,025 x 4 = 4,100: 6,295,556 (+ norm); final norm 1,024
+    layers = 3_431_728 + 2 * 2_621_440 + 6_299_656 + 3_145_728 + 6_295_556 + 6 * 1024
+    total = 2_048_000 + layers + 1024
+    count = parameters_from_config(_PUZZLE)
+    assert count.total == total == 26_470_716
+    # a token skips 7 of block 2's experts and 2 of block 5's
+    assert count.inactive == 7 * 524_288 + 2 * 1_048_576
+
+
+def test_nemotron_h_puzzle_latent_experts() -> None:
+    # moe_latent_size 256 (vLLM NemotronHMoE): the experts work at 256, between fc1 1,024 x 256
+    # and fc2 256 x 1,024 (524,288); router and shared expert stay at 1,024
+    # block 2: 8 x (256 x 256 x 2 = 131,072) = 1,048,576 + 524,288 + 2,097,152 + 8,200
+    # block 5: 4 x (256 x 512 x 2 = 262,144) = 1,048,576 + 524,288 + 2,097,152 + 4,100
+    count = parameters_from_config(_PUZZLE | {"moe_latent_size": 256})
+    moe = (1_048_576 + 524_288 + 2_097_152) * 2 + 8_200 + 4_100
+    assert count.total == 26_470_716 - 6_299_656 - 6_295_556 + moe == 21_227_836
+
+
+def _with_block(i: int, block: dict[str, Any]) -> dict[str, Any]:
+    blocks = list(_PUZZLE["block_configs"])
+    blocks[i] = block
+    return _PUZZLE | {"block_configs": blocks}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            _with_block(4, {"block_type": "attention", "sliding_window": 128}),
+            r"block_configs: attention windows \[128, 256\]; a spec holds one window",
+        ),
+        (
+            _with_block(4, {"block_type": "attention", "num_key_value_heads": 4}),
+            r"block_configs\.4\.num_key_value_heads: differs from the top level",
+        ),
+        (
+            {k: v for k, v in _PUZZLE.items() if k != "block_configs"},
+            "block_configs: required",
+        ),
+        (_PUZZLE | {"block_configs": [{}]}, "block_configs: has 1 entries but 6 layers"),
+        (_with_block(1, {"sliding_window": "256"}), r"block_configs\.1\.sliding_window"),
+    ],
+)
+def test_nemotron_h_puzzle_refuses(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
         _import(config)

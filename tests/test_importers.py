@@ -74,6 +74,7 @@ FROM_DEFAULTS = {
     "step3p5": "test_catalog_j.py",
     "TeleFLM": "test_arch_extend.py",
     "pangu_ultra_moe": "test_arch_extend.py",
+    "nemotron_h_puzzle": "test_arch_extend.py",
     "rnj1": "test_arch_extend.py",
     "alice_ai": "test_arch_v033.py",
     "beam": "test_arch_v033.py",
