@@ -38,6 +38,10 @@ def valid_specs(draw: st.DrawFn) -> ModelSpec:
         "linear_key_head_dim": draw(small),
         "linear_value_head_dim": draw(small),
         "linear_conv_kernel_dim": draw(small),
+        # DeepSeek V4's compressed and MiniMax M3's sparse layers
+        "qk_rope_head_dim": 1,
+        "index_head_dim": draw(small),
+        "compress_ratios": draw(st.lists(st.sampled_from([0, 1, 4, 128]), min_size=n, max_size=n)),
     }
     if draw(st.booleans()):
         data["v_head_dim"] = draw(small)

@@ -26,6 +26,7 @@ from kvplan.model.layers import (
     RecurrentState,
     SlidingWindowAttention,
 )
+from kvplan.model.sparse import CompressedLatent, SparseAttention
 from kvplan.units import DType, cdiv, resolve_dtype
 
 if TYPE_CHECKING:
@@ -105,6 +106,14 @@ def page_spec(
             raise UnitError(
                 "vLLM profile: the DeepSeek-V3.2 sparse-attention indexer cache is not modelled"
                 " (kvplan estimate gives its exact bytes)"
+            )
+        case CompressedLatent() | SparseAttention():
+            # vLLM gives such a layer several specs of unequal pages (a sliding latent window
+            # of 64-token blocks, compressed entries, fp32 compressor rings of 4 or 8 slots,
+            # a bf16 indexer key) and unifies their page sizes: not modelled here.
+            raise UnitError(
+                f"vLLM profile: {layer.kind} layers (DeepSeek V4, MiniMax M3) are not modelled"
+                " (kvplan estimate gives their exact bytes)"
             )
         case MLALatent():
             if kv_cache_dtype == "fp8_ds_mla":

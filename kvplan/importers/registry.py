@@ -24,6 +24,8 @@ LAYER_KINDS = (
     "linear_attention",
     "short_conv",
     "attention_mamba",
+    "compressed_attention",
+    "sparse_attention",
     "no_cache",
 )
 

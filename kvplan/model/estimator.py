@@ -62,8 +62,9 @@ class Estimate(NamedTuple):
     def breakdown(self) -> tuple[LayerBreakdown, ...]:
         """Bytes per group of identical layers, for the whole batch, in layer order."""
         rows = []
-        for layer, num_layers, k_token, v_token, state, limit in self.terms:
+        for layer, num_layers, k_token, v_token, state, limit, per_entry in self.terms:
             kept = self.context_tokens if limit is None else min(self.context_tokens, limit)
+            kept //= per_entry  # a compressed layer keeps one entry per per_entry tokens
             sequences = num_layers * self.batch_size
             rows.append(
                 LayerBreakdown(
@@ -132,8 +133,14 @@ def estimate(
     terms = spec.layer_terms(k, v)
     total = 0
     per_token = 0
-    for _, num_layers, k_token, v_token, state, limit in terms:
-        if limit is None or context_tokens < limit:
+    for _, num_layers, k_token, v_token, state, limit, per_entry in terms:
+        if per_entry > 1:
+            # DeepSeek V4: one entry per per_entry tokens, once the group is whole, so one
+            # more token adds a whole entry or nothing (exact integers, no 584 / 128 B)
+            total += (k_token + v_token) * (context_tokens // per_entry) * num_layers
+            if (context_tokens + 1) % per_entry == 0:
+                per_token += (k_token + v_token) * num_layers
+        elif limit is None or context_tokens < limit:
             total += (k_token + v_token) * context_tokens * num_layers
             per_token += (k_token + v_token) * num_layers
         else:

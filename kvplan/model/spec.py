@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.arguments import as_optional_str, as_path, as_str
-from kvplan.errors import SpecError, UnitError
+from kvplan.errors import SpecError
 from kvplan.model.layers import (
     AttentionAndState,
     ChunkedLocalAttention,
@@ -37,6 +37,7 @@ from kvplan.model.layers import (
     RecurrentState,
     SharedKV,
     SlidingWindowAttention,
+    tokens_per_entry,
 )
 from kvplan.model.limits import (
     MAX_LAYERS,
@@ -51,7 +52,10 @@ from kvplan.model.limits import (
     WeightBytes,
 )
 from kvplan.model.multimodal import Multimodal
-from kvplan.units import FLOAT_DTYPES, DType, abbreviate, resolve_dtype
+from kvplan.model.sparse import SPARSE_KINDS, sparse_layer
+from kvplan.model.spec_dtypes import canonical_dtype as _canonical_dtype
+from kvplan.model.spec_dtypes import model_dtype as _model_dtype
+from kvplan.units import DType, resolve_dtype
 from kvplan.validation import check_kind, read_yaml
 
 
@@ -163,6 +167,12 @@ class ModelSpec:
         " an fp32 scale per 128 values beside each MLA latent.",
         None,
     )
+    compress_ratios: tuple[Count, ...] | None = _key(
+        "DeepSeek V4: each compressed_attention layer's tokens per compressed entry"
+        " (0: the sliding window only).",
+        None,
+        max_length=MAX_LAYERS,
+    )
     mamba_d_state: Dim | None = _key("Mamba SSM state size.", None)
     mamba_d_conv: Dim | None = _key("Mamba convolution kernel.", None)
     mamba_expand: Dim | None = _key("Mamba1: d_inner = mamba_expand x hidden_size.", None)
@@ -185,8 +195,8 @@ class ModelSpec:
     )
     state_dtype: Text = _key("dtype of recurrent state.", "float32")
     conv_dtype: Text | None = _key(
-        "dtype of a recurrent layer's convolution tail when not state_dtype (Kimi delta"
-        " attention, Nemotron-H Puzzle's Mamba2: the model dtype, beside a float32 state).",
+        "dtype of linear_attention's convolution tail when not state_dtype (Kimi delta"
+        " attention: the model dtype, beside a float32 state).",
         None,
     )
     num_parameters: Parameters | None = _key("Total parameters.", None)
@@ -353,6 +363,7 @@ class ModelSpec:
                     layer.v_token_bytes(v_dtype),
                     layer.state_bytes,
                     layer.max_tokens,
+                    tokens_per_entry(layer),
                 )
                 for layer, num_layers in self._groups
             )
@@ -446,6 +457,8 @@ class ModelSpec:
                 return self._linear_state()
             case "short_conv":
                 return self._short_conv_state()
+            case kind if kind in SPARSE_KINDS:
+                return sparse_layer(self, i, kind)
             case "attention_mamba":
                 attention = FullAttention(self._kv_heads(i), *self._head_dims(i))
                 return AttentionAndState(attention, self._mamba_state())
@@ -492,8 +505,7 @@ class ModelSpec:
             d_inner = self.mamba_expand * self.hidden_size
             conv = d_inner * (d_conv - 1)
             ssm = d_inner * d_state
-        tail = None if self.conv_dtype is None else resolve_dtype(self.conv_dtype)
-        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype), tail)
+        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype))
 
     def _short_conv_state(self) -> RecurrentState:
         kernel = self.conv_L_cache or 3  # Lfm2Config's default
@@ -554,26 +566,6 @@ def _dump(
             value = list(value)
         out[name] = value
     return out
-
-
-def _model_dtype(value: str) -> str:
-    try:
-        name = resolve_dtype(value).name
-    except UnitError:
-        name = ""
-    if name not in FLOAT_DTYPES:
-        raise ValueError(
-            f"torch_dtype: unknown model dtype {abbreviate(value)}; allowed:"
-            f" {', '.join(FLOAT_DTYPES)} (or fp32, fp16, bf16)"
-        )
-    return name
-
-
-def _canonical_dtype(value: str, key: str) -> str:
-    try:
-        return resolve_dtype(value).name
-    except UnitError as e:
-        raise ValueError(f"{key}: {e}") from None
 
 
 def parse_spec(data: object, path: str = "<spec>", text: str | None = None) -> ModelSpec:
