@@ -331,3 +331,45 @@ def test_step5_parameters() -> None:
         2 * 65_536 * 5_120 + 48 * 62_925_056 + 204_472_320 + 47 * 3_145_809_936 + 5_120
     )
     assert count.total == 151_749_035_760
+
+
+# --- malformed configs: one SpecError naming the key ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "dory", "n_recurrent_loops": 0}, "n_recurrent_loops"),
+        ({"model_type": "dory", "n_input_layers": "8"}, "n_input_layers"),
+        ({"model_type": "dory", "layer_types": "mlp"}, "layer_types"),
+        ({"model_type": "beam", "layer_types": ["mamba"] * 52}, "layer_types"),
+        ({"model_type": "flint", "sliding_window": -1}, "sliding_window"),
+        (DOMYN | {"per_layer_config": [5, {"head_dim": 128}]}, "per_layer_config.0"),
+        (DOMYN | {"per_layer_config": [{}, {"head_dim": 128}]}, "per_layer_config.0.head_dim"),
+        (DOMYN | {"window_sizes": [[-1, 0], [0, 0]]}, "window_sizes.0"),
+        (DOMYN | {"window_sizes": [[], [0, 0]]}, "window_sizes.0"),
+        (DOMYN | {"sliding_window": 4096}, "sliding_window"),
+        (ALICE | {"layer_types": ["mamba"] * 4}, "layer_types"),
+        (ALICE | {"linear_conv_kernel_dim": None}, "linear_conv_kernel_dim"),
+        (STEP5 | {"sparse_config": "off"}, "sparse_config"),
+        (STEP5 | {"attention_other_setting": []}, "attention_other_setting"),
+        (STEP5 | {"sliding_window": 512, "swa_num_attention_heads": 0}, "swa_num_attention_heads"),
+    ],
+)
+def test_malformed_configs(config: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError, match=key):
+        _import(config)
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "beam", "mlp_layer_types": ["moe"] * 52}, "mlp_layer_types"),
+        ({"model_type": "flint", "mlp_only_layers": ["x"]}, "mlp_only_layers"),
+        (STEP5 | {"moe_layers_enum": "1,x"}, "moe_layers_enum"),
+        (ALICE | {"num_experts": None}, "num_experts"),
+    ],
+)
+def test_malformed_counts(config: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError, match=key):
+        parameters_from_config(config)

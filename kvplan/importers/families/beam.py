@@ -30,7 +30,7 @@ from kvplan.importers.parameters import (
 )
 from kvplan.importers.reading import Reading, as_list
 from kvplan.importers.registry import register
-from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds, layers_explicit
 
 FAMILY = "beam"
 
@@ -54,6 +54,9 @@ _DEFAULTS = {
 
 
 def _layers_beam(r: Reading, n: int) -> None:
+    given = r.config.get("layer_types")
+    if isinstance(given, list):
+        check_kinds(given, UNIFORM_KINDS)  # the config class allows these two only
     if layers_explicit(r, n):
         return
     kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]

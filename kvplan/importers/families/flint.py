@@ -27,7 +27,7 @@ from kvplan.importers.parameters import (
 )
 from kvplan.importers.reading import Reading, as_list, whole
 from kvplan.importers.registry import register
-from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds, layers_explicit
 from kvplan.model.limits import MAX_LAYERS
 
 FAMILY = "flint"
@@ -53,6 +53,9 @@ _DEFAULTS = {
 
 
 def _layers_flint(r: Reading, n: int) -> None:
+    given = r.config.get("layer_types")
+    if isinstance(given, list):
+        check_kinds(given, UNIFORM_KINDS)  # the config class allows these two only
     if layers_explicit(r, n):
         return
     r.spec["layer_types"] = [

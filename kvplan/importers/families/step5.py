@@ -39,7 +39,7 @@ from kvplan.importers.parameters import (
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds
-from kvplan.model.limits import MAX_DIM
+from kvplan.model.limits import MAX_DIM, MAX_LAYERS
 
 FAMILY = "step5"
 
@@ -157,7 +157,9 @@ def _moe_layers(r: Reading, n: int) -> set[int]:
     if given is None:
         return set(range(1, n))
     items = given.split(",") if isinstance(given, str) else as_list(given, "moe_layers_enum")
-    return {int(i) for i in items if str(i).strip()}
+    stated = [int(i) if isinstance(i, str) and i.strip().isdigit() else i for i in items]
+    # entries from n on are the MTP layers' (vLLM allows them), not counted here
+    return {whole(i, "moe_layers_enum", 0, MAX_LAYERS) for i in stated if str(i).strip()}
 
 
 def _count_step5(r: Reading) -> Count:
