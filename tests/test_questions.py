@@ -109,6 +109,17 @@ QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
         {"max_model_len": 32768, "mean_length": 2048, "p99_length": 16384},
     ),
     ("PP 2, 32K", ("-c", "32K", "-pp", "2"), {"max_model_len": 32768, "pipeline_parallel_size": 2}),
+    # a text model: vLLM reads the multimodal flags and they change nothing; others refuse them
+    (
+        "no images, 8K",
+        ("-c", "8K", "--limit-mm-per-prompt", '{"image": 0}'),
+        {"max_model_len": 8192, "limit_mm_per_prompt": '{"image": 0}'},
+    ),
+    (
+        "text only, 8K",
+        ("-c", "8K", "--language-model-only"),
+        {"max_model_len": 8192, "language_model_only": True},
+    ),
 ]
 _KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")
 
@@ -178,6 +189,7 @@ _VALUES = {
     "max_num_seqs": ("--max-num-seqs", "64", 64),
     "page_size": ("--page-size", "16", 16),
     "mem_fraction_static": ("--mem-fraction-static", "0.8", None),
+    "limit_mm_per_prompt": ("--limit-mm-per-prompt", '{"image": 0}', '{"image": 0}'),
 }
 
 

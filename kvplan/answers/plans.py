@@ -444,6 +444,8 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
         mamba_cache_mode=r.mamba_cache_mode,
         num_gpu_blocks_override=r.num_gpu_blocks_override,
         enforce_eager=bool(r.enforce_eager),
+        limit_mm_per_prompt=r.limit_mm_per_prompt,
+        language_model_only=bool(r.language_model_only),
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         tensor_parallel_size=r.tensor_parallel_size or 1,

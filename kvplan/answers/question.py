@@ -58,6 +58,8 @@ FLAG_NAMES: Mapping[str, str] = {
     "mamba_cache_mode": "--mamba-cache-mode",
     "num_gpu_blocks_override": "--num-gpu-blocks-override",
     "enforce_eager": "--enforce-eager",
+    "limit_mm_per_prompt": "--limit-mm-per-prompt",
+    "language_model_only": "--language-model-only",
     "mem_fraction_static": "--mem-fraction-static",
     "max_total_tokens": "--max-total-tokens",
     "page_size": "--page-size",
@@ -76,6 +78,8 @@ _VLLM_ONLY = frozenset(
         "mamba_cache_mode",
         "num_gpu_blocks_override",
         "enforce_eager",
+        "limit_mm_per_prompt",
+        "language_model_only",
     }
 )
 
@@ -175,6 +179,9 @@ class Question:
     mamba_cache_mode: str | None = None
     num_gpu_blocks_override: int | None = None
     enforce_eager: bool | None = None
+    #: a multimodal model's items per prompt, JSON as vLLM takes it; and its text-only mode
+    limit_mm_per_prompt: str | None = None
+    language_model_only: bool | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int | None = None

@@ -167,6 +167,25 @@ EnforceEagerOpt = Annotated[
         show_default=False,
     ),
 ]
+LimitMmOpt = Annotated[
+    str | None,
+    _opt(
+        "--limit-mm-per-prompt",
+        help="vLLM 0.32, multimodal models: items a prompt may hold, JSON as vLLM takes it"
+        ' (\'{"image": 2, "video": 0}\'; 999 for one not named). The encoder cache holds the'
+        " largest item's embeddings while vLLM profiles; a tower whose modalities are all 0"
+        " loads no weights.",
+    ),
+]
+LanguageModelOnlyOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--language-model-only",
+        help="vLLM 0.32, multimodal models: text only; every modality's limit is 0, the"
+        " encoder loads no weights and nothing is profiled for it.",
+        show_default=False,
+    ),
+]
 GpuBlocksOverrideOpt = Annotated[
     int | None,
     _opt(
@@ -252,6 +271,8 @@ def plan_command(
     mamba_cache_mode: MambaCacheModeOpt = None,
     num_gpu_blocks_override: GpuBlocksOverrideOpt = None,
     enforce_eager: EnforceEagerOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -432,6 +453,8 @@ _VLLM_FLAGS = (
     "mamba_cache_mode",
     "num_gpu_blocks_override",
     "enforce_eager",
+    "limit_mm_per_prompt",
+    "language_model_only",
 )
 
 

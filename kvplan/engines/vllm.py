@@ -49,6 +49,7 @@ from kvplan.engines.vllm_layout import align_to_state_pages, part_owners
 from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
+from kvplan.engines.vllm_multimodal import EncoderProfile, encoder_profile, text_weights_spec
 from kvplan.engines.vllm_versions import (
     CUDA_GRAPH_BUDGET,
     FLOAT32_SSM_STATE,
@@ -128,6 +129,7 @@ class VllmResult:
     padding_layers: int
     groups: tuple[tuple[PageSpec, int], ...]
     settings: Settings | None = None
+    encoder: EncoderProfile | None = None  # a multimodal model's (kvplan.engines.vllm_multimodal)
 
     @property
     def available_bytes(self) -> int:
@@ -153,9 +155,11 @@ class VllmResult:
             f" {float(self.max_concurrency):.2f}x"
         )
         available = f"Available KV cache memory: {self.available_bytes / GiB:.2f} GiB"
+        encoder = self.encoder.log_line() if self.encoder is not None else None
         if self.config.version not in ONE_LOG_LINE:
             return (available, size, concurrency)
-        lines = [available]  # from 0.28: the pool and the concurrency on one line
+        lines = [encoder] if encoder else []  # printed by the profile, before the pool
+        lines.append(available)  # from 0.28: the pool and the concurrency on one line
         override = self.config.num_gpu_blocks_override
         if override is not None:
             computed = min(s.num_blocks for s in self.stages)
@@ -243,7 +247,10 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
     layer_specs, groups, group_size, padding = layout(spec, cfg)
     page = groups[0][0].page_bytes
     pool_given = cfg.kv_cache_memory_bytes is not None
-    weights = weights_for_pool(spec, served, cfg.quantization, pool_given=pool_given)
+    encoder = encoder_profile(spec, cfg, served)
+    loaded = text_weights_spec(spec, encoder)  # without a skipped tower's weights
+    weights = weights_for_pool(loaded, served, cfg.quantization, pool_given=pool_given)
+    held = encoder.cache_bytes if encoder is not None else 0  # embeddings during the profile
     usable = fraction_of(gpu.memory_bytes, cfg.gpu_memory_utilization)
     counts = pipeline_partition(spec.num_hidden_layers, pp)
     stages = []
@@ -255,6 +262,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             weights_bytes=stage.weights_bytes,
             gpu_name=gpu.name,
         )
+        overhead = replace(overhead, activation_bytes=overhead.activation_bytes + held)
         if cfg.kv_cache_memory_bytes is not None:
             available = cfg.kv_cache_memory_bytes
         else:
@@ -278,7 +286,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
     if cfg.num_gpu_blocks_override is not None:
         num_blocks = cfg.num_gpu_blocks_override  # every worker's pool, whatever was profiled
     result = _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
-    return replace(result, settings=settings(spec, cfg))
+    return replace(result, settings=settings(spec, cfg), encoder=encoder)
 
 
 def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:

@@ -63,6 +63,10 @@ class VllmConfig:
     num_gpu_blocks_override: int | None = None
     # no CUDA graphs: nothing captured, nothing subtracted (--enforce-eager)
     enforce_eager: bool = False
+    # multimodal models (kvplan.engines.vllm_multimodal): the JSON of --limit-mm-per-prompt,
+    # and --language-model-only (every limit 0, the tower's weights skipped)
+    limit_mm_per_prompt: str | None = None
+    language_model_only: bool = False
 
     def __post_init__(self) -> None:
         # Every flag checked once, here, so no profile meets a None length or a str block
@@ -91,12 +95,14 @@ class VllmConfig:
             dtype=self.dtype,
             quantization=self.quantization,
             mamba_cache_mode=self.mamba_cache_mode,
+            limit_mm_per_prompt=self.limit_mm_per_prompt,
         )
         as_str(self.version, "version", "a vLLM release line such as '0.32'")
         for name in ("enable_prefix_caching", "async_scheduling"):
             if getattr(self, name) is not None:
                 as_flag(getattr(self, name), name)
         as_flag(self.enforce_eager, "enforce_eager")
+        as_flag(self.language_model_only, "language_model_only")
 
     @property
     def batched_tokens(self) -> int:

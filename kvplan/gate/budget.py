@@ -9,6 +9,7 @@ line in the file (for CI annotations).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -177,6 +178,12 @@ class Deployment(BaseModel):
     )
     shared_prefix: TokenCount = Field(
         0, description="Tokens of a shared prompt prefix (ideal engine)."
+    )
+    limit_mm_per_prompt: dict[str, Annotated[int, Field(ge=0, le=1 << 20, strict=True)]] | None = (
+        Field(None, description="vLLM, multimodal models: items a prompt holds ({image: 0}).")
+    )
+    language_model_only: bool | None = Field(
+        None, strict=True, description="vLLM, multimodal models: text only, no encoder weights."
     )
     expect: Expect = Field(description="The assertions.")
 
@@ -358,6 +365,7 @@ def _question(d: Deployment, length: int | None, concurrency: int | None) -> Que
         return getattr(d, key) if key in given else None
 
     utilization = optional("gpu_memory_utilization")
+    limits = d.limit_mm_per_prompt
     return Question(
         engine=d.engine,
         max_model_len=length,
@@ -375,6 +383,8 @@ def _question(d: Deployment, length: int | None, concurrency: int | None) -> Que
         max_num_batched_tokens=optional("max_num_batched_tokens"),
         max_num_seqs=optional("max_num_seqs"),
         version=d.engine_version,
+        limit_mm_per_prompt=None if limits is None else json.dumps(limits),
+        language_model_only=d.language_model_only,
         device_fixed=True,
     )
 
