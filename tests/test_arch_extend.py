@@ -2,7 +2,8 @@
 3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA) and Nemotron-H Puzzle
 (per-layer blocks and windows), each from a config built here (no released config.json of
 theirs is bundled), with every figure worked by hand from the config and vLLM's model file in
-a comment."""
+a comment. Ling / Ring 2.5's rule (lightning attention beside MLA) is checked here too, read in
+place of Ling 3.0's for the ``bailing_hybrid`` type both classes' configs name."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from kvplan import estimate
 from kvplan.engines.vllm import layout
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.errors import SpecError
-from kvplan.importers import parameters_from_config
+from kvplan.importers import parameters_from_config, registry
 from kvplan.importers.config import spec_from_config
+from kvplan.importers.families import bailing
 from kvplan.importers.registry import list_architectures
 from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
 from kvplan.model.spec import ModelSpec, parse_spec
@@ -340,4 +342,92 @@ def _with_block(i: int, block: dict[str, Any]) -> dict[str, Any]:
 )
 def test_nemotron_h_puzzle_refuses(config: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=message):
+        _import(config)
+
+
+# --- Ling / Ring 2.5 --------------------------------------------------------------------------
+
+# Eight layers in groups of 4: lightning attention on layers 0-2 and 4-6, MLA on 3 and 7 (vLLM
+# bailing_moe_linear.py is_linear_layer); 16 heads of 128; MLA ranks 768 / 512, rope 64;
+# 16 experts of 512 (4 a token), one shared of 512, layer 0 dense (4,096).
+_LING_25: dict[str, Any] = {
+    "model_type": "bailing_hybrid",
+    "architectures": ["BailingMoeV2_5ForCausalLM"],
+    "num_hidden_layers": 8,
+    "layer_group_size": 4,
+    "hidden_size": 2048,
+    "num_attention_heads": 16,
+    "head_dim": 128,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 768,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "num_experts": 16,
+    "num_experts_per_tok": 4,
+    "moe_intermediate_size": 512,
+    "num_shared_experts": 1,
+    "moe_shared_expert_intermediate_size": 512,
+    "first_k_dense_replace": 1,
+    "intermediate_size": 4096,
+    "vocab_size": 5000,
+    "tie_word_embeddings": False,
+    "use_qk_norm": True,
+    "moe_router_enable_expert_bias": True,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture
+def ling_25(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bailing_hybrid`` read by Ling 2.5's rule (the registry holds Ling 3.0's for the type)."""
+    monkeypatch.setitem(registry._RULES, "bailing_hybrid", bailing.V25_RULE)
+
+
+@pytest.mark.usefixtures("ling_25")
+def test_ling_25_caches_mla_and_a_lightning_state() -> None:
+    spec = _import(_LING_25)
+    kinds = ["linear_attention"] * 3 + ["mla_latent"]
+    assert [layer.kind for layer in spec.layers] == kinds * 2
+    # MLAAttentionSpec: 2 layers x (512 + 64) x 2 B = 2,304 B a token
+    assert estimate(spec, 1000).kv_cache_bytes - estimate(spec, 0).kv_cache_bytes == 2304 * 1000
+    # lightning state (linear_attention_state_shape): 6 layers x 16 heads x 128 x 128 x 2 B
+    # (the model dtype) = 3,145,728 B a sequence, no conv tail
+    assert estimate(spec, 1).state_bytes == 6 * 16 * 128 * 128 * 2 == 3_145_728
+    pages = [page for page in layout(spec, VllmConfig(max_model_len=4096))[0] if page]
+    assert {(page.kind, page.token_bytes) for page in pages} == {("mamba", 524_288), ("mla", 1152)}
+
+
+@pytest.mark.usefixtures("ling_25")
+def test_ling_25_parameters() -> None:
+    # embeddings and head 2 x 5,000 x 2,048 = 20,480,000; two RMSNorms 4,096 a layer
+    # lightning: query_key_value 2,048 x 6,144 = 12,582,912, q/k norms 256, g_proj and dense
+    #   2 x 2,048 x 2,048 = 8,388,608, g_norm 2,048: 20,973,824 (six layers)
+    # MLA: q_a 2,048 x 768 = 1,572,864, its norm 768, q_b 768 x 16 x 192 = 2,359,296, kv_a
+    #   2,048 x 576 = 1,179,648, its norm 512, kv_b 512 x 16 x 256 = 2,097,152, o 2,048 x
+    #   2,048 = 4,194,304: 11,404,544 (two layers)
+    # layer 0 MLP 3 x 2,048 x 4,096 = 25,165,824; layers 1-7: 16 experts x 3 x 2,048 x 512 =
+    #   50,331,648, shared 3,145,728, router 16 x 2,048 + bias 16 = 32,784: 53,510,160
+    # final norm 2,048
+    mixers = 6 * 20_973_824 + 2 * 11_404_544
+    total = 20_480_000 + mixers + 8 * 4096 + 25_165_824 + 7 * 53_510_160 + 2048
+    count = parameters_from_config(_LING_25)
+    assert count.total == total == 568_903_792
+    # a token skips 12 of the 16 experts, 12 x 3,145,728 in each of 7 layers
+    assert count.inactive == 7 * 12 * 3_145_728
+
+
+@pytest.mark.usefixtures("ling_25")
+def test_ling_25_without_a_group_is_all_mla() -> None:
+    # layer_group_size absent: vLLM's getattr default 1, every (i + 1) % 1 == 0: all MLA
+    config = {k: v for k, v in _LING_25.items() if k != "layer_group_size"}
+    spec = _import(config)
+    assert all(isinstance(layer, MLALatent) for layer in spec.layers)
+    assert estimate(spec, 10).kv_cache_bytes == 8 * 1152 * 10
+
+
+@pytest.mark.usefixtures("ling_25")
+def test_ling_25_refuses_a_config_without_kv_lora_rank() -> None:
+    config = {k: v for k, v in _LING_25.items() if k != "kv_lora_rank"}
+    with pytest.raises(SpecError, match="kv_lora_rank: required"):
         _import(config)
