@@ -126,7 +126,11 @@ def test_deepseek_v4_flash_parameters() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"compress_ratios": None}, "compress_ratios: required"),
+        ({"compress_ratios": None}, "compress_ratios: required, or layer_types"),
+        (
+            {"compress_ratios": None, "layer_types": ["sliding_attention", "full_attention"]},
+            "layer_types: full_attention is not one of",
+        ),
         ({"compress_ratios": [0, 4]}, "compress_ratios: has 2 entries but 43 layers"),
         ({"compress_ratios": [0, 8] + [4] * 42}, "compress_ratios.1: must be one of 0, 1, 4, 128"),
     ],
@@ -135,6 +139,21 @@ def test_deepseek_v4_refuses_what_vllm_cannot_build(change: dict[str, Any], mess
     config = {k: v for k, v in (_v4_config() | change).items() if v is not None}
     with pytest.raises(SpecError, match=message):
         _import(config)
+
+
+def test_deepseek_v4_reads_transformers_layer_types() -> None:
+    # transformers' DeepseekV4Config (and vLLM 0.33) name each layer's kind and map it to a
+    # ratio through compress_rates; the layer types leave out the MTP layer
+    ratios = _v4_config()["compress_ratios"][:43]
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention"}
+    types = [names.get(ratio, "heavily_compressed_attention") for ratio in ratios]
+    config = {k: v for k, v in _v4_config().items() if k != "compress_ratios"}
+    spec = _import(config | {"layer_types": types})
+    assert spec.layers == import_config(FIXTURES / "deepseek-v4-flash").spec.layers
+    # a config's own rates win: every compressed sparse layer at 128 gives 41 HCA layers
+    rates = {"compressed_sparse_attention": 128}
+    spec = _import(config | {"layer_types": types, "compress_rates": rates})
+    assert dict(spec.layer_groups) == {WINDOW_ONLY: 2, HCA: 41}
 
 
 def test_deepseek_v4_spec_checks_its_keys() -> None:

@@ -10,9 +10,11 @@ query heads, so ``head_dim`` is read as the latent's width and no K/V heads are 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvplan.errors import SpecError
 from kvplan.importers.parameters import Count, decoder, linear, moe, norm, plain, shapes, size
-from kvplan.importers.reading import Reading, as_list, whole
+from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule
 from kvplan.model.sparse import COMPRESS_RATIOS
@@ -20,12 +22,33 @@ from kvplan.model.sparse import COMPRESS_RATIOS
 FAMILY = "deepseek_v4"
 
 
+#: transformers' DeepseekV4Config: each layer type's ratio, where ``compress_rates`` is absent.
+_RATES = {"sliding_attention": 0, "compressed_sparse_attention": 4}
+_RATES |= {"heavily_compressed_attention": 128}
+
+
+def _ratios_from_types(r: Reading, n: int) -> list[Any]:
+    """transformers' form (vLLM 0.33 reads it): ``layer_types`` named by ratio through
+    ``compress_rates``, without the MTP layers."""
+    types = as_list(r.config.get("layer_types"), "layer_types")
+    rates = _RATES | dict(mapping(r.config.get("compress_rates") or {}, "compress_rates"))
+    unknown = sorted({str(t) for t in types} - set(rates))
+    if unknown:
+        allowed = ", ".join(sorted(rates))
+        raise SpecError("", [f"layer_types: {unknown[0]} is not one of {allowed}"])
+    r.notes.append("compress_ratios from layer_types and compress_rates")
+    return [rates[t] for t in types]
+
+
 def _layers(r: Reading, n: int) -> None:
     """Every layer ``compressed_attention``, with the first ``n`` of ``compress_ratios``."""
     given = r.config.get("compress_ratios")
-    if given is None:
-        raise SpecError("", ["compress_ratios: required (vLLM 0.32 reads one per layer)"])
-    ratios = as_list(given, "compress_ratios")
+    if given is not None:
+        ratios = as_list(given, "compress_ratios")
+    elif r.config.get("layer_types") is not None:
+        ratios = _ratios_from_types(r, n)
+    else:
+        raise SpecError("", ["compress_ratios: required, or layer_types (one per layer)"])
     if len(ratios) < n:
         raise SpecError("", [f"compress_ratios: has {len(ratios)} entries but {n} layers"])
     for i, ratio in enumerate(ratios[:n]):
