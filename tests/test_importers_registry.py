@@ -138,3 +138,19 @@ def test_engines_follow_the_classes() -> None:
     assert BY_TYPE["smollm3"].engines == ("vllm-transformers",)
     with pytest.raises(ValueError, match="engines"):
         register("test", "test_only_engine", Rule(), ("full_attention",), "x", engines=("tgi",))
+
+
+def test_sizes_in_a_nested_config_the_type_does_not_read_are_refused() -> None:
+    # a Mistral 3 text_config under a text model's type: read as is, every size would be
+    # Ministral3Config's default (34 layers, hidden 4096), whatever text_config says
+    config = {
+        "model_type": "ministral3",
+        "text_config": {"model_type": "ministral3", "num_hidden_layers": 26, "hidden_size": 3072},
+    }
+    with pytest.raises(SpecError, match="text_config: model_type 'ministral3' reads its sizes"):
+        spec_from_config(config, "x/config.json")
+    # the wrapper's own type reads it
+    config["model_type"] = "mistral3"
+    config["text_config"] |= {"num_attention_heads": 32, "num_key_value_heads": 8}
+    spec, _ = spec_from_config(config, "x/config.json")
+    assert (spec["num_hidden_layers"], spec["hidden_size"]) == (26, 3072)

@@ -131,6 +131,8 @@ def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
             model_type = inner.get("model_type") or wrapped_type(outer_type)
             notes.append(f"text model from {key} (top-level model_type {outer_type})")
             break
+    if text is config:
+        _refuse_unread_nesting(config, outer_type)
     rule = rule_for(model_type) if isinstance(model_type, str) else None
     if not isinstance(model_type, str) or rule is None:
         shown = abbreviate(model_type if isinstance(model_type, str) else stated)
@@ -147,6 +149,28 @@ def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
             ],
         )
     return model_type, rule, text, notes
+
+
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def _refuse_unread_nesting(config: Config, model_type: str | None) -> None:
+    """Refuse a text model's type whose sizes sit in a nested config it does not read: every
+    size would otherwise be its config class's default, silently (a ``ministral3`` config
+    holding a Mistral 3 ``text_config``)."""
+    if any(config.get(k) is not None for k in _LAYER_KEYS):
+        return
+    for key in NESTED:
+        inner = config.get(key)
+        if isinstance(inner, Mapping) and any(inner.get(k) is not None for k in _LAYER_KEYS):
+            raise SpecError(
+                "",
+                [
+                    f"{key}: model_type {abbreviate(str(model_type))} reads its sizes from the"
+                    f" top level, and they are in {key}; a multimodal wrapper's model_type"
+                    " (mistral3, gemma3, llama4, ...) reads a nested text model"
+                ],
+            )
 
 
 def _geometry(r: Reading, rule: Rule) -> int:
