@@ -1,7 +1,8 @@
 """Delta-attention classes of vLLM 0.32: Kimi Linear (KimiLinearForCausalLM, Kimi delta
 attention beside MLA) from its released config.json, and Ling 3.0 (BailingMoeV3ForCausalLM, KDA
-beside MLA) from a config built here out of its config class's defaults (no released file of
-it is bundled). Every figure is worked by hand in a comment from the config and vLLM's source
+beside MLA) and HY V4 (HYV4ForCausalLM, MLA with a lightning indexer on some layers) from
+configs built here out of their config classes' defaults (no released file of theirs is
+bundled). Every figure is worked by hand in a comment from the config and vLLM's source
 (models/kimi_k3, bailing_moe_v3.py, mamba_utils.py ``kda_state_shape`` and
 ``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
 
@@ -29,7 +30,7 @@ VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_archi
 BF16 = resolve_dtype("bfloat16")
 
 #: The vLLM classes this file registers.
-CLASSES = ("KimiLinearForCausalLM", "BailingMoeV3ForCausalLM")
+CLASSES = ("KimiLinearForCausalLM", "BailingMoeV3ForCausalLM", "HYV4ForCausalLM")
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -185,3 +186,63 @@ def test_ling_3_refusals() -> None:
         spec_from_config({**LING_3_DEFAULTS, "architectures": ["BailingMoeV2_5ForCausalLM"]})
     with pytest.raises(SpecError, match=r"no_kda_lora: vLLM 0\.32 serves"):
         spec_from_config({**LING_3_DEFAULTS, "no_kda_lora": False})
+
+
+#: HY V4 from vLLM's HYV4Config defaults (transformers_utils/configs/hy_v4.py, the class vLLM
+#: registers for hy_v4), which leave layer_types unset: no layer is sparse.
+HY_V4_DEFAULTS: dict[str, Any] = {
+    "architectures": ["HYV4ForCausalLM"],
+    "model_type": "hy_v4",
+    "torch_dtype": "bfloat16",
+}
+#: The same with every layer sparse, as transformers' HYV4Config would fill layer_types.
+HY_V4_SPARSE = {**HY_V4_DEFAULTS, "layer_types": ["deepseek_sparse_attention"] * 34}
+
+
+def test_hy_v4_cache_from_defaults() -> None:
+    spec = _import(HY_V4_DEFAULTS)
+    # 34 MLA layers of kv_lora_rank 512 + qk_rope_head_dim 64, no indexer: 34 x 576 x 2 B
+    assert all(isinstance(layer, MLALatent) and not layer.index_head_dim for layer in spec.layers)
+    assert _token_bytes(spec) == 34 * 576 * 2 == 39_168
+    assert _state_bytes(spec) == 0
+
+
+def test_hy_v4_sparse_layers_keep_an_indexer_key_unless_shared() -> None:
+    spec = _import(HY_V4_SPARSE)
+    # indexer_types default: full on layer 0 and every i with (i - 1) % 4 == 0 (1, 5, ...,
+    # 33), shared elsewhere: 10 layers build an indexer and cache its key of
+    # index_head_dim 128 in fp8 with one fp32 scale: 128 + 4 = 132 B a token
+    indexed = [i for i, layer in enumerate(spec.layers) if layer.index_head_dim]
+    assert indexed == [0, 1, 5, 9, 13, 17, 21, 25, 29, 33]
+    assert _token_bytes(spec) == 34 * 1152 + 10 * 132 == 40_488
+    shared = {**HY_V4_SPARSE, "indexer_types": ["full"] * 34}
+    assert _token_bytes(_import(shared)) == 34 * (1152 + 132)
+
+
+def test_hy_v4_parameters_from_defaults() -> None:
+    """hidden 2,816, vocabulary 120,832 (untied), 32 heads, 34 layers:
+
+    - embeddings and head: 2 x 120,832 x 2,816 = 680,525,824
+    - MLA: q_a 2,816 x 1,536 = 4,325,376, its norm 1,536, q_b 1,536 x 32 x 256 = 12,582,912;
+      kv_a 2,816 x 576 = 1,622,016, its norm 512, kv_b 512 x 32 x 448 = 7,340,032; the
+      elementwise gate 2,816 x 8,192 = 23,068,672; 32 sinks; o_proj 8,192 x 2,816 =
+      23,068,672: 72,009,760
+    - two iHC boundaries a layer, each hc_fn 4 x 2,816 x 8 = 90,112 + 2 scales + 8 biases:
+      180,244; two norms 5,632; a layer's base 72,195,636
+    - layer 0's dense MLP 3 x 2,816 x 6,912 = 58,392,576; 33 MoE layers of 256 experts x
+      3 x 2,816 x 768 = 1,660,944,384, a shared expert 6,488,064, router 720,896 + bias
+      256: 1,668,153,600
+    - the iHC head 4 x 2,816 x 4 + 4 + 1 = 45,061; final norm 2,816
+
+    680,525,824 + 34 x 72,195,636 + 58,392,576 + 33 x 1,668,153,600 + 45,061 + 2,816
+    = 58,242,686,701. Each of the sparse model's 10 indexers adds wq_b 1,536 x 2,048 =
+    3,145,728, wk and weights_proj 2,816 x 144 = 405,504 and the LayerNorm 256: 3,551,488."""
+    assert parameters_from_config(HY_V4_DEFAULTS).total == 58_242_686_701
+    assert parameters_from_config(HY_V4_SPARSE).total == 58_242_686_701 + 10 * 3_551_488
+
+
+def test_hy_v4_refusals() -> None:
+    with pytest.raises(SpecError, match=r"indexer_types\.2: must be full or shared"):
+        spec_from_config({**HY_V4_SPARSE, "indexer_types": ["full", "full", "x"] + ["full"] * 31})
+    with pytest.raises(SpecError, match=r"layer_types: has 2 entries but 34 layers"):
+        spec_from_config({**HY_V4_DEFAULTS, "layer_types": ["sparse", "sparse"]})

@@ -84,6 +84,7 @@ FROM_DEFAULTS = {
     "step5": "test_arch_v033.py",
     "minimax_m3_text": "test_arch_sparse.py",
     "bailing_hybrid": "test_arch_delta.py",
+    "hy_v4": "test_arch_delta.py",
 }
 
 

@@ -167,6 +167,10 @@ class ModelSpec:
         " an fp32 scale per 128 values beside each MLA latent.",
         None,
     )
+    index_dim_per_layer: tuple[Count, ...] | None = _key(
+        "Each MLA layer's indexer key dim, 0 where the layer keeps none (HY V4's shared-indexer"
+        " layers); one per layer, overriding index_head_dim.", None, max_length=MAX_LAYERS
+    )
     compress_ratios: tuple[Count, ...] | None = _key(
         "DeepSeek V4: each compressed_attention layer's tokens per compressed entry"
         " (0: the sliding window only).",
@@ -387,7 +391,7 @@ class ModelSpec:
 
     def _kinds(self) -> tuple[str, ...]:
         n = self.num_hidden_layers
-        for key in ("num_key_value_heads_per_layer", "head_dim_per_layer"):
+        for key in ("num_key_value_heads_per_layer", "head_dim_per_layer", "index_dim_per_layer"):
             given = getattr(self, key)
             if given is not None and len(given) != n:
                 raise ValueError(f"{key}: has {len(given)} entries but num_hidden_layers is {n}")
@@ -434,7 +438,8 @@ class ModelSpec:
             case "full_attention" if self.kv_lora_rank is not None:
                 if self.qk_rope_head_dim is None:
                     raise ValueError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
-                index = self.index_head_dim or 0
+                per_layer = self.index_dim_per_layer
+                index = (self.index_head_dim or 0) if per_layer is None else per_layer[i]
                 return MLALatent(self.kv_lora_rank, self.qk_rope_head_dim, index)
             case "full_attention":
                 heads = self.num_global_key_value_heads or self._kv_heads(i)
