@@ -438,8 +438,7 @@ class ModelSpec:
             case "full_attention" if self.kv_lora_rank is not None:
                 if self.qk_rope_head_dim is None:
                     raise ValueError("qk_rope_head_dim: required with kv_lora_rank (MLA)")
-                per_layer = self.index_dim_per_layer
-                index = (self.index_head_dim or 0) if per_layer is None else per_layer[i]
+                index = d[i] if (d := self.index_dim_per_layer) else self.index_head_dim or 0
                 return MLALatent(self.kv_lora_rank, self.qk_rope_head_dim, index)
             case "full_attention":
                 heads = self.num_global_key_value_heads or self._kv_heads(i)
