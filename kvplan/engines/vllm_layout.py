@@ -113,7 +113,7 @@ def page_spec(
             # a bf16 indexer key) and unifies their page sizes: not modelled here.
             raise UnitError(
                 f"vLLM profile: {layer.kind} layers (DeepSeek V4, MiniMax M3) are not modelled"
-                " (kvplan estimate gives their exact bytes)"
+                " (kvplan calc gives their exact bytes)"
             )
         case MLALatent():
             if kv_cache_dtype == "fp8_ds_mla":
