@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kvplan import estimate
+from kvplan import estimate, explain
 from kvplan.engines.vllm_layout import page_spec
 from kvplan.errors import SpecError, UnitError
 from kvplan.importers import import_config, parameters_from_config
@@ -81,6 +81,17 @@ def test_deepseek_v4_flash_bytes() -> None:
     assert estimate(spec, 3).bytes_per_token == 15_036
     assert estimate(spec, 127).bytes_per_token == 26_716
     assert estimate(spec, 4).bytes_per_token == 0
+
+
+def test_deepseek_v4_explained() -> None:
+    spec = import_config(FIXTURES / "deepseek-v4-flash").spec
+    lines = explain(estimate(spec, 1_000))
+    # 1,000 tokens: 250 whole groups of 4, 7 of 128; 716 x 250 + 156,672 = 335,672 B;
+    # 2 x 74,752 = 149,504; 21 x 335,672 = 7,049,112; 20 x (7 x 584 + 599,040) = 12,062,560
+    assert "716 B x 250 entries (1 per 4 tokens) + 156,672 B (window + rings) = 335,672 B" in (
+        "\n".join(lines)
+    )
+    assert lines[-1] == "total: 149,504 + 7,049,112 + 12,062,560 = 19,261,176 B"
 
 
 def test_deepseek_v4_cache_is_fixed_by_its_layout() -> None:

@@ -102,7 +102,7 @@ class CompressedLatent:
         fixed = f"{self.state_bytes:,} B (window + rings)"
         if self.compress_ratio <= 1:
             return f"{fixed}, whatever the context"
-        entries = format_count(context_tokens // self.compress_ratio, "entry")
+        entries = f"{context_tokens // self.compress_ratio:,} entries"
         return f"{self.entry_bytes} B x {entries} (1 per {self.compress_ratio} tokens) + {fixed}"
 
 
