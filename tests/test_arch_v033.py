@@ -1,10 +1,10 @@
 """The text-generation classes vLLM 0.33 adds to 0.32's registry: AliceAI, Beam, Domyn Edge,
-Dory, Flint and Step 5. No released config.json of theirs is bundled: Beam, Dory and Flint are
-built here from their transformers config classes' defaults, Step 5 from vLLM's Step5Config
-(transformers has none) with the keys vLLM requires; AliceAI and Domyn Edge keep their
-config class with the checkpoint (remote code), so their configs state every key the vLLM
-model reads. Every figure is worked by hand in a comment from the config and vLLM 0.33's
-model file."""
+Dory, Flint and Step 5. No released config.json of theirs is bundled: Beam, Dory, Flint and
+Step 5 are built here from the config classes vLLM reads them through (its own, registered
+over transformers'), and from transformers' defaults where those describe a released shape;
+AliceAI and Domyn Edge keep their config class with the checkpoint (remote code), so their
+configs state every key the vLLM model reads. Every figure is worked by hand in a comment from
+the config and vLLM 0.33's model file."""
 
 from __future__ import annotations
 
@@ -64,36 +64,53 @@ def test_each_added_class_is_read(cls: str, model_type: str) -> None:
 
 # --- Dory -------------------------------------------------------------------------------------
 
+#: transformers' DoryConfig defaults as its to_dict writes them (the doubled layer counts)
+DORY_LOOPED: dict[str, Any] = {
+    "model_type": "dory",
+    "torch_dtype": "bfloat16",
+    "n_input_layers": 16,
+    "n_output_layers": 16,
+    "n_recurrent_loops": 2,
+}
 
-def test_dory_defaults_loop_the_recurrent_caches() -> None:
-    # DoryConfig as written: 72 layers, odd ones mlp (36, no cache); attention layer i full
-    # where i % 8 == 6: 6, 14, ..., 70 = 9 full, 27 sliding over 1,024. Input 0-15, output
-    # 56-71, recurrent 16-55: its 20 attention layers (full: 22, 30, 38, 46, 54) get one more
-    # cache for the second loop (per_loop): 36 + 20 = 56 caches, 14 full and 42 sliding
+
+def test_dory_defaults() -> None:
+    # vLLM's DoryConfig: 72 layers, odd ones mlp (36, no cache); attention layer i full where
+    # i % 8 == 6: 6, 14, ..., 70 = 9 full, 27 sliding over 1,024; one loop, no extra cache.
+    # 4 K/V heads of 256: 2 x 4 x 256 x 2 = 4,096 B a cache; 36 x 4,096 = 147,456 B a token
     spec = _import({"model_type": "dory", "torch_dtype": "bfloat16"})
+    assert (spec.num_hidden_layers, _kinds(spec)) == (72, (9, 27, 36))
+    assert estimate(spec, 100).kv_cache_bytes == 147_456 * 100
+    # 10,000 tokens: 9 x 4,096 x 10,000 + 27 x 4,096 x 1,024 = 368,640,000 + 113,246,208
+    assert estimate(spec, 10_000).kv_cache_bytes == 368_640_000 + 113_246_208
+    assert estimate(spec, 10_000).state_bytes == 0
+
+
+def test_dory_loops_the_recurrent_caches() -> None:
+    # input 0-15, output 56-71, recurrent 16-55: its 20 attention layers (full: 22, 30, 38,
+    # 46, 54) get one more cache for the second loop (per_loop): 36 + 20 = 56 caches, 14 full
+    # and 42 sliding; 56 x 4,096 = 229,376 B a token
+    spec = _import(DORY_LOOPED)
     assert spec.num_hidden_layers == 72 + 20
     assert _kinds(spec) == (14, 42, 36)
-    # 4 K/V heads of 256: 2 x 4 x 256 x 2 = 4,096 B a cache; 56 x 4,096 = 229,376 B a token
     assert estimate(spec, 100).kv_cache_bytes == 229_376 * 100
     # 2,048 tokens: 14 x 4,096 x 2,048 + 42 x 4,096 x 1,024 = 117,440,512 + 176,160,768
     assert estimate(spec, 2048).kv_cache_bytes == 117_440_512 + 176_160_768
-    assert estimate(spec, 2048).state_bytes == 0
 
 
 def test_dory_last_loop_and_more_loops() -> None:
     # last_loop: the loops overwrite one cache, 36 caches whatever the loop count
-    base: dict[str, Any] = {"model_type": "dory", "torch_dtype": "bfloat16"}
-    last = _import(base | {"recurrent_kv_cache_mode": "last_loop", "n_recurrent_loops": 4})
+    last = _import(DORY_LOOPED | {"recurrent_kv_cache_mode": "last_loop", "n_recurrent_loops": 4})
     assert (last.num_hidden_layers, _kinds(last)) == (72, (9, 27, 36))
     # four per_loop loops: 3 x 20 extra caches, 36 + 60 = 96 of 4,096 B
-    four = _import(base | {"n_recurrent_loops": 4})
+    four = _import(DORY_LOOPED | {"n_recurrent_loops": 4})
     assert estimate(four, 10).kv_cache_bytes == 96 * 4096 * 10
     with pytest.raises(SpecError, match="recurrent_kv_cache_mode"):
-        _import(base | {"recurrent_kv_cache_mode": "every"})
+        _import(DORY_LOOPED | {"recurrent_kv_cache_mode": "every"})
     with pytest.raises(SpecError, match="must sum to 72"):
-        _import(base | {"n_recurrent_layers": 50})
+        _import(DORY_LOOPED | {"n_recurrent_layers": 50})
     with pytest.raises(SpecError, match=r"layer_types\.1: unknown kind"):
-        _import(base | {"num_hidden_layers": 2, "layer_types": ["mlp", "moe"]})
+        _import({"model_type": "dory", "num_hidden_layers": 2, "layer_types": ["mlp", "moe"]})
 
 
 def test_dory_parameters() -> None:
@@ -101,42 +118,76 @@ def test_dory_parameters() -> None:
     # embeddings 131,072 x 2,560 = 335,544,320, head as much plus logit_scale 131,072
     # attention layer: qkv 2,560 x 6,144 = 15,728,640, g and o 2 x 10,485,760, sqk and s_gate
     # 2 x 4,096, attn_alpha 2,560: 36,710,912; MLP layer: 3 x 2,560 x 7,168 = 55,050,240,
-    # suv 2 x 7,168, mlp_alpha 2,560: 55,067,136; 36 of each; no final norm
+    # suv 2 x 7,168, mlp_alpha 2,560: 55,067,136; 36 of each; no final norm; the loops reuse
+    # the weights
     count = parameters_from_config({"model_type": "dory"})
     assert count.total == 2 * 335_544_320 + 131_072 + 36 * (36_710_912 + 55_067_136)
     assert count.total == 3_975_229_440
+    assert parameters_from_config(DORY_LOOPED).total == 3_975_229_440
 
 
 # --- Beam -------------------------------------------------------------------------------------
 
+#: transformers' BeamConfig defaults, the shape of Beam 1.0 501B-A23B
+BEAM_501B: dict[str, Any] = {
+    "model_type": "beam",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 5120,
+    "intermediate_size": 20480,
+    "num_hidden_layers": 52,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "sliding_window": 512,
+    "moe_intermediate_size": 2560,
+    "num_experts": 256,
+    "layer_types": [
+        "full_attention" if (i + 1) % 6 == 0 or i == 51 else "sliding_attention" for i in range(52)
+    ],
+    "mlp_layer_types": ["dense"] * 3 + ["sparse"] * 49,
+}
+
 
 def test_beam_defaults() -> None:
-    # BeamConfig: 52 layers, global where (i + 1) % 6 == 0 (5, 11, ..., 47: 8) and the last,
-    # 9 global and 43 sliding over 512; 8 K/V heads of 128: 2 x 8 x 128 x 2 = 4,096 B a layer
+    # vLLM's BeamConfig: 24 layers, all sliding over 4,096; 4 K/V heads of 2,048 / 32 = 64:
+    # 2 x 4 x 64 x 2 = 1,024 B a layer, 24,576 B a token; flat past the window
     spec = _import({"model_type": "beam", "torch_dtype": "bfloat16"})
+    assert _kinds(spec) == (0, 24, 0)
+    assert estimate(spec, 100).kv_cache_bytes == 24_576 * 100
+    assert estimate(spec, 10_000).kv_cache_bytes == 24_576 * 4096
+
+
+def test_beam_501b_layers() -> None:
+    # global where (i + 1) % 6 == 0 (5, 11, ..., 47: 8) and the last: 9 global, 43 sliding over
+    # 512; 8 K/V heads of 128: 2 x 8 x 128 x 2 = 4,096 B a layer
+    spec = _import(BEAM_501B)
     assert _kinds(spec) == (9, 43, 0)
-    assert type(spec.layers[51]) is FullAttention
     assert estimate(spec, 100).kv_cache_bytes == 52 * 4096 * 100
     # 1,000 tokens: 9 x 4,096 x 1,000 + 43 x 4,096 x 512 = 36,864,000 + 90,177,536
     assert estimate(spec, 1000).kv_cache_bytes == 36_864_000 + 90_177_536
-    stated = _import(
-        {
-            "model_type": "beam",
-            "num_hidden_layers": 2,
-            "sliding_window": 128,
-            "layer_types": ["full_attention", "sliding_attention"],
-        }
-    )
-    assert _kinds(stated) == (1, 1, 0)
+    # beam clears the engine-wide window: listed global layers stay global
+    stated = _import(BEAM_501B | {"num_hidden_layers": 2, "layer_types": ["full_attention"] * 2})
+    assert _kinds(stated) == (2, 0, 0)
+    assert _kinds(_import(BEAM_501B | {"sliding_window": None})) == (52, 0, 0)
 
 
 def test_beam_parameters() -> None:
-    # V 151,936, H 5,120, 48 heads and 8 K/V heads of 128; per layer q, k, v and gate
-    # 5,120 x (2 x 6,144 + 2 x 1,024) = 73,400,320, o 6,144 x 5,120 = 31,457,280, q/k norms 256,
-    # gate bias 48, 4 norms 20,480: 104,878,384 x 52; 3 dense MLPs 3 x 5,120 x 20,480 =
-    # 314,572,800; 49 MoE layers of 256 experts x 3 x 5,120 x 2,560 = 10,066,329,600 and a
-    # router 256 x 5,120 + 256: 10,067,640,576; embeddings 2 x 151,936 x 5,120; final norm
+    # vLLM's BeamConfig: V 151,936, H 2,048, 32 heads and 4 K/V heads of 64; per layer q, k, v
+    # and gate 2,048 x (2 x 2,048 + 2 x 256) = 9,437,184, o 2,048^2 = 4,194,304, q/k norms 128,
+    # gate bias 32, 4 norms 8,192: 13,639,840; every layer MoE: 128 experts x 3 x 2,048 x 768 =
+    # 603,979,776, router 128 x 2,048 + 128 = 262,272; embeddings 2 x 151,936 x 2,048; final norm
     count = parameters_from_config({"model_type": "beam"})
+    layer = 13_639_840 + 603_979_776 + 262_272
+    assert count.total == 2 * 151_936 * 2_048 + 24 * layer + 2_048 == 15_451_497_216
+
+
+def test_beam_501b_parameters() -> None:
+    # per layer q, k, v and gate 5,120 x (2 x 6,144 + 2 x 1,024) = 73,400,320, o 6,144 x 5,120
+    # = 31,457,280, q/k norms 256, gate bias 48, 4 norms 20,480: 104,878,384 x 52; 3 dense MLPs
+    # 3 x 5,120 x 20,480 = 314,572,800; 49 MoE layers of 256 experts x 3 x 5,120 x 2,560 =
+    # 10,066,329,600 and a router 256 x 5,120 + 256: 10,067,640,576; embeddings
+    # 2 x 151,936 x 5,120; final norm
+    count = parameters_from_config(BEAM_501B)
     assert count.total == (
         2 * 151_936 * 5_120 + 52 * 104_878_384 + 3 * 314_572_800 + 49 * 10_067_640_576 + 5_120
     )
@@ -147,11 +198,35 @@ def test_beam_parameters() -> None:
 
 # --- Flint ------------------------------------------------------------------------------------
 
+#: transformers' FlintConfig defaults: its layer pattern and two dense layers
+FLINT_PATTERN: dict[str, Any] = {
+    "model_type": "flint",
+    "torch_dtype": "bfloat16",
+    "layer_types": [
+        "full_attention" if i < 2 or i % 4 == 1 or i == 48 else "sliding_attention"
+        for i in range(49)
+    ],
+    "mlp_only_layers": [0, 1],
+}
+
 
 def test_flint_defaults() -> None:
-    # FlintConfig: 49 layers, global where i < 2, i % 4 == 1 (1, 5, ..., 45: 12) or the last:
-    # {0, 1, 5, ..., 45, 48} = 14, 35 sliding over 513; 4 K/V heads of 128: 2,048 B a layer
+    # vLLM's FlintConfig: 49 layers all listed full, window 513; one kind is not interleaved,
+    # so vLLM sets the engine-wide window and flint.py keeps it: every layer slides over 513.
+    # 4 K/V heads of 128: 2,048 B a layer, 100,352 B a token; at most 49 x 2,048 x 513
     spec = _import({"model_type": "flint", "torch_dtype": "bfloat16"})
+    assert _kinds(spec) == (0, 49, 0)
+    assert estimate(spec, 100).kv_cache_bytes == 100_352 * 100
+    assert estimate(spec, 1000).kv_cache_bytes == 51_480_576
+    # use_sliding_window false drops the window: every layer global
+    off = _import({"model_type": "flint", "use_sliding_window": False})
+    assert _kinds(off) == (49, 0, 0)
+
+
+def test_flint_pattern() -> None:
+    # global where i < 2, i % 4 == 1 (1, 5, ..., 45: 12) or the last: {0, 1, 5, ..., 45, 48}
+    # = 14, 35 sliding over 513
+    spec = _import(FLINT_PATTERN)
     assert _kinds(spec) == (14, 35, 0)
     assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindowAttention)} == {
         513
@@ -164,14 +239,16 @@ def test_flint_defaults() -> None:
 def test_flint_parameters() -> None:
     # V 150,144, H 2,048, 32 heads and 4 K/V heads of 128; per layer qkv 2,048 x 5,120 =
     # 10,485,760, o 4,096 x 2,048 = 8,388,608, q/k norms 256, sinks 32, 2 norms 4,096:
-    # 18,878,752 x 49; layers 0 and 1 a dense MLP 3 x 2,048 x 6,144 = 37,748,736; 47 MoE layers:
+    # 18,878,752 x 49; a dense MLP 3 x 2,048 x 6,144 = 37,748,736; a MoE layer:
     # 256 x 3 x 2,048 x 512 = 805,306,368, shared 3 x 2,048 x 1,024 = 6,291,456, router
     # 256 x 2,048 = 524,288: 812,122,112; embeddings 2 x 150,144 x 2,048; final norm 2,048
-    count = parameters_from_config({"model_type": "flint"})
-    assert count.total == (
-        2 * 150_144 * 2_048 + 49 * 18_878_752 + 2 * 37_748_736 + 47 * 812_122_112 + 2_048
-    )
-    assert count.total == 39_785_287_456
+    outside = 2 * 150_144 * 2_048 + 49 * 18_878_752 + 2_048
+    # vLLM's FlintConfig: no dense layer
+    assert parameters_from_config({"model_type": "flint"}).total == outside + 49 * 812_122_112
+    assert parameters_from_config({"model_type": "flint"}).total == 41_334_034_208
+    # layers 0 and 1 dense
+    count = parameters_from_config(FLINT_PATTERN)
+    assert count.total == outside + 2 * 37_748_736 + 47 * 812_122_112 == 39_785_287_456
 
 
 # --- Domyn Edge -------------------------------------------------------------------------------
@@ -342,7 +419,8 @@ def test_step5_parameters() -> None:
         ({"model_type": "dory", "n_recurrent_loops": 0}, "n_recurrent_loops"),
         ({"model_type": "dory", "n_input_layers": "8"}, "n_input_layers"),
         ({"model_type": "dory", "layer_types": "mlp"}, "layer_types"),
-        ({"model_type": "beam", "layer_types": ["mamba"] * 52}, "layer_types"),
+        ({"model_type": "beam", "layer_types": ["mamba"] * 24}, "layer_types"),
+        ({"model_type": "flint", "layer_types": ["full_attention"]}, "layer_types: has 1"),
         ({"model_type": "flint", "sliding_window": -1}, "sliding_window"),
         (DOMYN | {"per_layer_config": [5, {"head_dim": 128}]}, "per_layer_config.0"),
         (DOMYN | {"per_layer_config": [{}, {"head_dim": 128}]}, "per_layer_config.0.head_dim"),
@@ -364,7 +442,7 @@ def test_malformed_configs(config: dict[str, Any], key: str) -> None:
 @pytest.mark.parametrize(
     ("config", "key"),
     [
-        ({"model_type": "beam", "mlp_layer_types": ["moe"] * 52}, "mlp_layer_types"),
+        ({"model_type": "beam", "mlp_layer_types": ["moe"] * 24}, "mlp_layer_types"),
         ({"model_type": "flint", "mlp_only_layers": ["x"]}, "mlp_only_layers"),
         (STEP5 | {"moe_layers_enum": "1,x"}, "moe_layers_enum"),
         (ALICE | {"num_experts": None}, "num_experts"),

@@ -1,16 +1,17 @@
 """Reflection AI Beam (``beam``): GQA with NoPE global layers and RoPE sliding layers, an output
-gate, dense then grouped-sigmoid MoE feed-forwards; served by vLLM 0.33 (models/beam,
+gate, dense or grouped-sigmoid MoE feed-forwards; served by vLLM 0.33 (models/beam,
 BeamForCausalLM; not in vLLM 0.32).
 
-vLLM's beam attention caches ``num_key_value_heads`` K/V heads of ``head_dim`` on every layer,
-over ``sliding_window`` tokens on the ``sliding_attention`` layers of ``layer_types`` (it clears
-the engine-wide window, so the global layers stay global). BeamConfig (transformers
-configuration_beam.py; the checkpoint it names is Beam 1.0 501B-A23B) defaults: 52 layers,
-global where (i + 1) % 6 == 0 and the last, 8 K/V heads of 128, window 512; ``mlp_layer_types``
-three dense layers, then experts.
+vLLM reads the file through its own BeamConfig (transformers_utils/configs/beam.py, which it
+registers over transformers' configuration_beam.py): absent ``layer_types`` is every layer
+sliding, absent ``mlp_layer_types`` every layer MoE. Its beam attention caches
+``num_key_value_heads`` K/V heads of ``head_dim`` (absent: hidden_size / heads) on every layer,
+over ``sliding_window`` tokens on the ``sliding_attention`` layers (it clears the engine-wide
+window, so the global layers stay global). transformers' class describes Beam 1.0 501B-A23B
+instead (52 layers of 5,120, global where (i + 1) % 6 == 0 and the last, window 512).
 
-Worked example (the defaults, bf16): 9 global and 43 sliding layers of 2 x 8 x 128 x 2 =
-4,096 B a token: 212,992 B a token below the window; past it only the 9 global layers grow.
+Worked example (BeamConfig defaults, bf16): 24 layers, all sliding over 4,096, 4 K/V heads of
+2,048 / 32 = 64: 2 x 4 x 64 x 2 = 1,024 B a token each, 24,576 B a token below the window.
 """
 
 from __future__ import annotations
@@ -34,20 +35,19 @@ from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds, layers_expl
 
 FAMILY = "beam"
 
-# BeamConfig defaults (transformers configuration_beam.py) for the keys that size the cache
-# or the weights.
+# BeamConfig defaults (vLLM transformers_utils/configs/beam.py) for the keys that size the
+# cache or the weights; its head_dim default is None (hidden_size / heads).
 _DEFAULTS = {
     "vocab_size": 151936,
-    "hidden_size": 5120,
-    "intermediate_size": 20480,
-    "num_hidden_layers": 52,
-    "num_attention_heads": 48,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "max_position_embeddings": 8192,
-    "sliding_window": 512,
-    "moe_intermediate_size": 2560,
-    "num_experts": 256,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 32768,
+    "sliding_window": 4096,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
     "num_experts_per_tok": 8,
     "tie_word_embeddings": False,
 }
@@ -57,24 +57,25 @@ def _layers_beam(r: Reading, n: int) -> None:
     given = r.config.get("layer_types")
     if isinstance(given, list):
         check_kinds(given, UNIFORM_KINDS)  # the config class allows these two only
+    if "sliding_window" in r.config and r.config["sliding_window"] is None:
+        # no window: vLLM builds every layer full, whatever layer_types says
+        r.spec["layer_types"] = ["full_attention"] * n
+        return
     if layers_explicit(r, n):
         return
-    kinds = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
-    kinds[-1] = "full_attention"
-    r.spec["layer_types"] = kinds
+    r.spec["layer_types"] = ["sliding_attention"] * n
     r.spec["sliding_window"] = r.get("sliding_window")
-    r.notes.append("layer_types from BeamConfig: global where (i + 1) % 6 == 0 and the last")
+    r.notes.append("layer_types absent: every layer sliding (vLLM BeamConfig)")
 
 
-def _mlp_kinds(r: Reading, n: int) -> list[object]:
+def _mlp_kinds(r: Reading, n: int) -> list[str]:
     given = r.config.get("mlp_layer_types")
     if given is None:
-        dense = min(3, n)
-        return [*(["dense"] * dense), *(["sparse"] * (n - dense))]
+        return ["sparse"] * n  # vLLM BeamConfig
     kinds = as_list(given, "mlp_layer_types")
     if len(kinds) != n or any(k not in ("dense", "sparse") for k in kinds):
         raise SpecError("", [f"mlp_layer_types: must be {n} entries of dense or sparse"])
-    return kinds
+    return [str(k) for k in kinds]
 
 
 def _count_beam(r: Reading) -> Count:
@@ -107,7 +108,7 @@ register(
     "beam",
     Rule(layers=_layers_beam, defaults=_DEFAULTS, parameters=_count_beam),
     UNIFORM_KINDS,
-    "Beam (vLLM 0.33 models/beam): layer_types (default global where (i + 1) % 6 == 0 and the"
-    " last), sliding_window 512; BeamConfig defaults",
+    "Beam (vLLM 0.33 models/beam): layer_types (absent: all sliding), sliding_window (default"
+    " 4096) on the sliding ones only; vLLM BeamConfig defaults",
     architectures=("BeamForCausalLM",),
 )

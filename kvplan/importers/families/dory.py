@@ -1,21 +1,23 @@
 """NVIDIA Nemotron Labs Dory (``dory``): a looped nGPT decoder whose layers are each either
 attention or an MLP, served by vLLM 0.33 (dory.py, DoryForCausalLM; not in vLLM 0.32).
 
-The config.json (DoryConfig.to_dict, transformers configuration_dory.py) lists the physical
-layers: ``layer_types`` alternates an attention kind with ``mlp``, and ``num_hidden_layers``,
-``n_input_layers``, ``n_output_layers`` count both (the config class halves them in memory and
-doubles them again when it writes). vLLM's dory.py reads the file as written: an ``mlp`` layer
-caches nothing, an attention layer ``num_key_value_heads`` K/V heads of ``head_dim``, a
-``sliding_attention`` one over ``sliding_window`` tokens. The middle ``n_recurrent_layers`` run
-``n_recurrent_loops`` times; with ``recurrent_kv_cache_mode`` ``per_loop`` each later loop
-registers one more cache per attention layer (virtual layer ``loop * num_hidden_layers + i``),
-with ``last_loop`` the loops overwrite one cache. kvplan lists those extra caches after the
-physical layers, as for IQuest Loop. vLLM 0.33 serves it with tensor_parallel_size 1 only.
+vLLM reads the file through its own DoryConfig (transformers_utils/configs/dory.py, which it
+registers over transformers' configuration_dory.py). Both count the physical layers as the
+file writes them: ``layer_types`` alternates an attention kind with ``mlp`` and
+``num_hidden_layers``, ``n_input_layers``, ``n_output_layers`` count both (transformers' class
+halves them in memory and doubles them again when it writes). An ``mlp`` layer caches nothing,
+an attention layer ``num_key_value_heads`` K/V heads of ``head_dim``, a ``sliding_attention``
+one over ``sliding_window`` tokens. The middle ``n_recurrent_layers`` run ``n_recurrent_loops``
+times; with ``recurrent_kv_cache_mode`` ``per_loop`` each later loop registers one more cache
+per attention layer (virtual layer ``loop * num_hidden_layers + i``), with ``last_loop`` the
+loops overwrite one cache. kvplan lists those extra caches after the physical layers, as for
+IQuest Loop. vLLM 0.33 serves it with tensor_parallel_size 1 only.
 
-Worked example (DoryConfig defaults, written out: 72 layers, 36 of them attention with 9 full
-and 27 sliding over 1,024; 4 K/V heads of 256; input and output 16 layers, 2 loops): the 40
-recurrent layers hold 20 attention layers, so 36 + 20 = 56 caches of 2 x 4 x 256 x 2 = 4,096 B
-a token in bf16 (5 of the extra 20 full).
+Worked example (72 layers, 36 of them attention with 9 full and 27 sliding over 1,024; 4 K/V
+heads of 256; 16 input and 16 output layers, 2 loops, as transformers' DoryConfig writes its
+defaults): the 40 recurrent layers hold 20 attention layers, so 36 + 20 = 56 caches of
+2 x 4 x 256 x 2 = 4,096 B a token in bf16. vLLM's own defaults (no input or output layers, one
+loop) keep the 36.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from kvplan.model.limits import MAX_LAYERS
 
 FAMILY = "dory"
 
-# DoryConfig defaults (transformers configuration_dory.py), as its to_dict writes the layer
-# counts: 36 blocks of attention + MLP are 72 layers, 8 input and 8 output blocks 16 each.
+# DoryConfig defaults (vLLM transformers_utils/configs/dory.py) for the keys that size the
+# cache or the weights.
 _DEFAULTS = {
     "vocab_size": 131072,
     "hidden_size": 2560,
@@ -49,9 +51,9 @@ _DEFAULTS = {
     "head_dim": 256,
     "max_position_embeddings": 8192,
     "sliding_window": 1024,
-    "n_input_layers": 16,
-    "n_output_layers": 16,
-    "n_recurrent_loops": 2,
+    "n_input_layers": 0,
+    "n_output_layers": 0,
+    "n_recurrent_loops": 1,
     "recurrent_kv_cache_mode": "per_loop",
     "tie_word_embeddings": False,
 }
@@ -61,8 +63,8 @@ _KINDS_MLP = {**_KINDS, "mlp": "no_cache"}
 
 
 def _physical(r: Reading, n: int) -> list[str]:
-    """The file's ``layer_types`` (``mlp`` -> no cache), else the class's pattern written out:
-    odd layers MLP, attention block b full where (b + 1) % 4 == 0, i.e. layer i % 8 == 6."""
+    """The file's ``layer_types`` (``mlp`` -> no cache), else the config class's pattern: odd
+    layers MLP, even ones full where i % 8 == 6, else sliding."""
     given = r.config.get("layer_types")
     if given is None:
         r.notes.append("layer_types from DoryConfig: odd layers mlp, full where i % 8 == 6")
@@ -136,6 +138,6 @@ register(
     Rule(layers=_layers_dory, defaults=_DEFAULTS, parameters=_count_dory),
     ("full_attention", "sliding_attention", "no_cache"),
     "Dory (vLLM 0.33 dory.py): layer_types attention or mlp (no cache); per_loop keeps one more"
-    " cache per recurrent attention layer and extra loop; DoryConfig defaults as written",
+    " cache per recurrent attention layer and extra loop; vLLM DoryConfig defaults",
     architectures=("DoryForCausalLM",),
 )

@@ -2,18 +2,22 @@
 sliding and global layers, dense MLPs on ``mlp_only_layers``; served by vLLM 0.33 (models/flint,
 FlintForCausalLM; not in vLLM 0.32).
 
-vLLM's flint attention caches ``num_key_value_heads`` K/V heads of ``head_dim`` on every layer,
-over ``sliding_window`` tokens (the current token included, so 513 is 512 back and itself) on
-the ``sliding_attention`` layers of ``layer_types``; a learned sink logit per head caches
-nothing. FlintConfig (transformers configuration_flint.py) defaults: 49 layers, global where
-i < 2, i % 4 == 1 or the last, 4 K/V heads of 128, window 513; layers 0 and 1 dense.
+vLLM reads the file through its own FlintConfig (models/flint/configs.py, which it registers
+over transformers' configuration_flint.py): absent ``layer_types`` is every layer full,
+absent ``mlp_only_layers`` no dense layer, and ``use_sliding_window: false`` drops the window
+(default 513, the current token included). Its attention caches ``num_key_value_heads`` K/V
+heads of ``head_dim`` on every layer, over the window on ``sliding_attention`` layers; a
+learned sink logit per head caches nothing. flint.py does not clear the engine-wide window,
+which vLLM sets when ``layer_types`` holds one kind only: then every layer slides over it.
 
-Worked example (the defaults, bf16): 14 global and 35 sliding layers of 2 x 4 x 128 x 2 =
-2,048 B a token: 100,352 B a token below the window.
+Worked example (FlintConfig defaults, bf16): 49 layers, all listed full, window 513: every
+layer slides, 2 x 4 x 128 x 2 = 2,048 B a token each, at most 49 x 2,048 x 513 = 51,480,576 B
+a sequence.
 """
 
 from __future__ import annotations
 
+from kvplan.errors import SpecError
 from kvplan.importers.parameters import (
     Count,
     decoder,
@@ -27,13 +31,13 @@ from kvplan.importers.parameters import (
 )
 from kvplan.importers.reading import Reading, as_list, whole
 from kvplan.importers.registry import register
-from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds, layers_explicit
+from kvplan.importers.rules import UNIFORM_KINDS, Rule, check_kinds
 from kvplan.model.limits import MAX_LAYERS
 
 FAMILY = "flint"
 
-# FlintConfig defaults (transformers configuration_flint.py) for the keys that size the cache
-# or the weights.
+# FlintConfig defaults (vLLM models/flint/configs.py) for the keys that size the cache or the
+# weights; transformers' class has the same values (its layer_types and mlp_only_layers differ).
 _DEFAULTS = {
     "vocab_size": 150144,
     "hidden_size": 2048,
@@ -54,22 +58,34 @@ _DEFAULTS = {
 
 def _layers_flint(r: Reading, n: int) -> None:
     given = r.config.get("layer_types")
-    if isinstance(given, list):
-        check_kinds(given, UNIFORM_KINDS)  # the config class allows these two only
-    if layers_explicit(r, n):
+    if given is None:
+        kinds = ["full_attention"] * n
+        r.notes.append("layer_types absent: every layer listed full (vLLM FlintConfig)")
+    else:
+        kinds = [str(k) for k in as_list(given, "layer_types")]
+        check_kinds(kinds, UNIFORM_KINDS)  # the config class allows these two only
+        if len(kinds) != n:
+            raise SpecError("", [f"layer_types: has {len(kinds):,} entries but {n} layers"])
+    stated_off = r.config.get("use_sliding_window") is False or (
+        "sliding_window" in r.config and r.config["sliding_window"] is None
+    )
+    window = None if stated_off else r.get("sliding_window")
+    if window is None:
+        r.spec["layer_types"] = ["full_attention"] * n
         return
-    r.spec["layer_types"] = [
-        "full_attention" if i < 2 or i % 4 == 1 or i == n - 1 else "sliding_attention"
-        for i in range(n)
-    ]
-    r.spec["sliding_window"] = r.get("sliding_window")
-    r.notes.append("layer_types from FlintConfig: global where i < 2, i % 4 == 1 or the last")
+    if len(set(kinds)) == 1:
+        # one kind is not interleaved: vLLM sets the engine-wide window, every layer slides
+        kinds = ["sliding_attention"] * n
+        r.notes.append(f"one layer kind listed: every layer slides over {window} (vLLM)")
+    r.spec["layer_types"] = kinds
+    if "sliding_attention" in kinds:
+        r.spec["sliding_window"] = window
 
 
 def _dense_layers(r: Reading, n: int) -> int:
     given = r.config.get("mlp_only_layers")
     if given is None:
-        return min(2, n)  # FlintConfig: [0, 1]
+        return 0  # vLLM FlintConfig: none
     stated = as_list(given, "mlp_only_layers")
     layers = {whole(i, "mlp_only_layers", minimum=0, maximum=MAX_LAYERS) for i in stated}
     return sum(1 for i in layers if i < n)
@@ -101,7 +117,7 @@ register(
     "flint",
     Rule(layers=_layers_flint, defaults=_DEFAULTS, parameters=_count_flint),
     UNIFORM_KINDS,
-    "Flint (vLLM 0.33 models/flint): layer_types (default global where i < 2, i % 4 == 1 or the"
-    " last), sliding_window 513 counting the current token; FlintConfig defaults",
+    "Flint (vLLM 0.33 models/flint): layer_types (absent: all full), sliding_window 513 on the"
+    " sliding ones, on every layer when one kind is listed; vLLM FlintConfig defaults",
     architectures=("FlintForCausalLM",),
 )
