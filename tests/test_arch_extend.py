@@ -1,9 +1,10 @@
 """vLLM 0.32 classes that extend families kvplan already reads: Tele-FLM (a Llama), Rnj-1 (Gemma
-3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA) and Nemotron-H Puzzle
-(per-layer blocks and windows), each from a config built here (no released config.json of
-theirs is bundled), with every figure worked by hand from the config and vLLM's model file in
-a comment. Ling / Ring 2.5's rule (lightning attention beside MLA) is checked here too, read in
-place of Ling 3.0's for the ``bailing_hybrid`` type both classes' configs name."""
+3's layer with look-back chunks), openPangu Ultra MoE (DeepSeek's MLA), openPangu Pro MoE V2
+(sink attention) and Nemotron-H Puzzle (per-layer blocks and windows), each from a config built
+here (no released config.json of theirs is bundled), with every figure worked by hand from the
+config and vLLM's model file in a comment. Ling / Ring 2.5's rule (lightning attention beside
+MLA) is checked here too, read in place of Ling 3.0's for the ``bailing_hybrid`` type both
+classes' configs name."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ CLASSES = (
     "Rnj1ForCausalLM",
     "PanguUltraMoEForCausalLM",
     "NemotronHPuzzleForCausalLM",
+    "PanguProMoEV2ForCausalLM",
 )
 
 
@@ -431,3 +433,82 @@ def test_ling_25_refuses_a_config_without_kv_lora_rank() -> None:
     config = {k: v for k, v in _LING_25.items() if k != "kv_lora_rank"}
     with pytest.raises(SpecError, match="kv_lora_rank: required"):
         _import(config)
+
+
+# --- openPangu Pro MoE V2 ---------------------------------------------------------------------
+
+# openPangu-R-72B-2512's shapes (its released config.json): 50 layers, hidden 4,608, 64 heads
+# and 4 K/V heads, sink attention of 128 tokens with values, K 128 + 64, V 128; its MoE under the
+# names vLLM openpangu.py reads, for the file's num_experts 80, mlp_only_layers 0-3 and
+# shared_expert_intermediate_size 2,560 (2 x 1,280).
+_PANGU_R72B: dict[str, Any] = {
+    "model_type": "PanguProMoE",
+    "architectures": ["PanguProMoEV2ForCausalLM"],
+    "num_hidden_layers": 50,
+    "hidden_size": 4608,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "qk_nope_dim": 128,
+    "qk_rope_dim": 64,
+    "v_channels": 128,
+    "param_sink_number": 128,
+    "param_sink_with_value": True,
+    "intermediate_size": 10240,
+    "moe_intermediate_size": 1280,
+    "n_routed_experts": 80,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 4,
+    "router_enable_expert_bias": True,
+    "sandwich_norm": True,
+    "vocab_size": 153600,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_pangu_pro_moe_v2_sink_attention_keeps_every_token() -> None:
+    spec = _import(_PANGU_R72B)
+    assert all(type(layer) is FullAttention for layer in spec.layers)
+    # SinkFullAttentionSpec: 4 K/V heads x (K 128 + 64 = 192, V 128) x 2 B = 2,560 B a layer
+    # and token; 50 layers: 128,000 B a token, at any length
+    assert estimate(spec, 1).kv_cache_bytes == 50 * 4 * (192 + 128) * 2 == 128_000
+    assert estimate(spec, 100_000).kv_cache_bytes == 128_000 * 100_000
+    pages = layout(spec, VllmConfig(max_model_len=4096))[0]
+    assert {(page.kind, page.token_bytes) for page in pages if page} == {("full", 2560)}
+
+
+def test_pangu_pro_moe_v2_parameters() -> None:
+    # embeddings and head 2 x 153,600 x 4,608 = 1,415,577,600
+    # sink attention: qkv_proj 4,608 x (64 x 192 + 4 x 192 + 4 x 128 = 13,568) = 62,521,344,
+    #   o_proj 64 x 128 x 4,608 = 37,748,736, k_layernorm 192, sink keys 128 x 4 x 192 =
+    #   98,304 and values 128 x 4 x 128 = 65,536: 100,434,112; sandwich norms 4 x 4,608
+    # dense layer (0-3): + MLP 3 x 4,608 x 10,240 = 141,557,760: 242,010,304
+    # MoE layer: + 80 experts x 3 x 4,608 x 1,280 = 1,415,577,600, shared 3 x 4,608 x 2,560 =
+    #   35,389,440, router 80 x 4,608 + bias 80 = 368,720: 1,551,788,304
+    total = 1_415_577_600 + 4 * 242_010_304 + 46 * 1_551_788_304 + 4608
+    count = parameters_from_config(_PANGU_R72B)
+    assert count.total == total == 73_765_885_408
+    # a token skips 72 of the 80 experts (3 x 4,608 x 1,280 = 17,694,720 each) in 46 layers
+    assert count.inactive == 46 * 72 * 17_694_720
+
+
+def test_pangu_pro_moe_v2_counts_only_vllms_expert_names() -> None:
+    # the released file's num_experts is not what openpangu.py reads (n_routed_experts)
+    released = {k: v for k, v in _PANGU_R72B.items() if k != "n_routed_experts"}
+    with pytest.raises(SpecError, match="n_routed_experts: required to count the parameters"):
+        parameters_from_config(released | {"num_experts": 80})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"param_sink_number": 0}, "param_sink_number, qk_nope_dim, qk_rope_dim, v_channels"),
+        ({"v_channels": None}, "param_sink_number, qk_nope_dim, qk_rope_dim, v_channels"),
+        ({"kv_lora_rank": 512}, "kv_lora_rank: MLA keys select MLA"),
+        ({"interleaved_sliding_window": 128}, "interleaved_sliding_window: a window on sink"),
+    ],
+)
+def test_pangu_pro_moe_v2_refuses(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        _import(_PANGU_R72B | change)

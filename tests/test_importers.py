@@ -73,6 +73,7 @@ FROM_DEFAULTS = {
     "step3_text": "test_catalog_j.py",
     "step3p5": "test_catalog_j.py",
     "TeleFLM": "test_arch_extend.py",
+    "PanguProMoE": "test_arch_extend.py",
     "pangu_ultra_moe": "test_arch_extend.py",
     "nemotron_h_puzzle": "test_arch_extend.py",
     "rnj1": "test_arch_extend.py",

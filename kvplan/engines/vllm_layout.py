@@ -126,11 +126,15 @@ def page_spec(
             heads = max(1, layer.num_kv_heads // tp)
             if kv_cache_dtype == "fp8_ds_mla":
                 raise UnitError("--kv-cache-dtype fp8_ds_mla applies to MLA models only")
+            # K and V rows: AttentionSpec pages head_size + head_size_v values a head (V heads
+            # narrower than K for openPangu's sink attention, MiMo-V2's 192 / 128)
             if kv_cache_dtype in PER_TOKEN_HEAD:
-                row = heads * layer.head_dim + heads * 4  # 1 B a value + an fp32 scale a head
+                # 1 B a value + an fp32 scale a head, for K and for V
+                token = heads * (layer.head_dim + layer.v_head_dim) + 2 * heads * 4
             else:
-                row = resolve_dtype(kv_cache_dtype).row_bytes(heads * layer.head_dim)
-            token = row * 2  # K and V
+                dtype = resolve_dtype(kv_cache_dtype)
+                token = dtype.row_bytes(heads * layer.head_dim)
+                token += dtype.row_bytes(heads * layer.v_head_dim)
             if isinstance(layer, SlidingWindowAttention):
                 return PageSpec("sliding", token, block_size, layer.window)
             if isinstance(layer, ChunkedLocalAttention):
