@@ -1,10 +1,12 @@
-"""Delta-attention classes of vLLM 0.32: Kimi Linear (KimiLinearForCausalLM, Kimi delta
-attention beside MLA) from its released config.json, and Ling 3.0 (BailingMoeV3ForCausalLM, KDA
-beside MLA) and HY V4 (HYV4ForCausalLM, MLA with a lightning indexer on some layers) from
-configs built here out of their config classes' defaults (no released file of theirs is
-bundled). Every figure is worked by hand in a comment from the config and vLLM's source
-(models/kimi_k3, bailing_moe_v3.py, mamba_utils.py ``kda_state_shape`` and
-``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
+"""Delta-attention and indexed-MLA classes of vLLM 0.32: Kimi Linear (KimiLinearForCausalLM,
+Kimi delta attention beside MLA) from its released config.json; Ling 3.0
+(BailingMoeV3ForCausalLM, KDA beside MLA) and HY V4 (HYV4ForCausalLM, MLA with a lightning
+indexer on some layers) from configs built here out of their config classes' defaults (no
+released file of theirs is bundled); K2 Horizon (K2HorizonForCausalLM, GQA with MoVA value
+experts) from a config built here with the keys vLLM reads (it has no config class outside its
+checkpoint). Every figure is worked by hand in a comment from the config and vLLM's source
+(models/kimi_k3, bailing_moe_v3.py, models/hy_v4, k2_horizon.py, mamba_utils.py
+``kda_state_shape`` and ``kda_state_dtype``, kv_cache_interface.py ``MLAAttentionSpec``)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,12 @@ VLLM_CLASSES = Path(__file__).parent / "data" / "vllm_0.32_text_generation_archi
 BF16 = resolve_dtype("bfloat16")
 
 #: The vLLM classes this file registers.
-CLASSES = ("KimiLinearForCausalLM", "BailingMoeV3ForCausalLM", "HYV4ForCausalLM")
+CLASSES = (
+    "KimiLinearForCausalLM",
+    "BailingMoeV3ForCausalLM",
+    "HYV4ForCausalLM",
+    "K2HorizonForCausalLM",
+)
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -246,3 +253,63 @@ def test_hy_v4_refusals() -> None:
         spec_from_config({**HY_V4_SPARSE, "indexer_types": ["full", "full", "x"] + ["full"] * 31})
     with pytest.raises(SpecError, match=r"layer_types: has 2 entries but 34 layers"):
         spec_from_config({**HY_V4_DEFAULTS, "layer_types": ["sparse", "sparse"]})
+
+
+#: K2 Horizon has no config class (remote code) and no released config.json is stored here:
+#: a MoVA config built with the keys vLLM's k2_horizon.py reads, shaped as public ports
+#: describe K2-Horizon-36B (48 layers, 3 dense, 100 experts, 64 value experts).
+K2_HORIZON_MOVA: dict[str, Any] = {
+    "architectures": ["K2HorizonForCausalLM"],
+    "model_type": "k2_horizon",
+    "torch_dtype": "bfloat16",
+    "num_hidden_layers": 48,
+    "hidden_size": 2560,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 100,
+    "num_experts_per_tok": 8,
+    "num_shared_experts": 0,
+    "mova_num_experts": 64,
+    "mova_num_experts_per_tok": 4,
+    "mlp_only_layers": [0, 1, 2],
+    "decoder_sparse_step": 1,
+    "vocab_size": 250624,
+    "tie_word_embeddings": False,
+    "layernorm_num_groups": 2,
+    "query_key_norm": True,
+    "attention_bias": False,
+    "attention_gate_func": "softplus",
+    "moe_gate_bias": True,
+}
+
+
+def test_k2_horizon_cache() -> None:
+    # every layer, MoVA or not, caches one K and one V of 8 heads x 128 (vLLM Attention):
+    # 48 x 2 x 8 x 128 x 2 B = 196,608 B a token
+    spec = _import(K2_HORIZON_MOVA)
+    assert _token_bytes(spec) == 48 * 2 * 8 * 128 * 2 == 196_608
+    assert _state_bytes(spec) == 0
+
+
+def test_k2_horizon_parameters() -> None:
+    """hidden 2,560, q 32 x 128 = 4,096, kv 8 x 128 = 1,024, vocabulary 250,624 (untied):
+
+    - embeddings and head: 2 x 250,624 x 2,560 = 1,283,194,880
+    - layers 0-2 (mlp_only_layers): qkv 2,560 x 6,144 = 15,728,640, o 10,485,760, q/k norms
+      5,120, softplus gate 2,560 x 4,096 = 10,485,760, MLP 3 x 2,560 x 6,144 = 47,185,920:
+      83,891,200
+    - layers 3-47, MoVA: qk 2,560 x 5,120 = 13,107,200, value router 2,560 x 64 + 64 bias =
+      163,904, 64 value experts x 2,560 x 1,024 = 167,772,160, o, norms and gate as above
+      (20,976,640): 202,019,904; 100 experts x 3 x 2,560 x 768 = 589,824,000, router
+      256,000 + 100 bias: 792,100,004 a layer
+    - two norms a layer 48 x 5,120 = 245,760; final norm 2,560
+
+    1,283,194,880 + 3 x 83,891,200 + 45 x 792,100,004 + 245,760 + 2,560 = 37,179,616,980.
+    A token skips 92 of the 100 experts and 60 of the 64 value experts in each of 45 layers:
+    45 x (92 x 5,898,240 + 60 x 2,621,440)."""
+    count = parameters_from_config(K2_HORIZON_MOVA)
+    assert count.total == 37_179_616_980
+    assert count.inactive == 45 * (92 * 5_898_240 + 60 * 2_621_440)

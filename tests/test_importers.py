@@ -86,6 +86,7 @@ FROM_DEFAULTS = {
     "minimax_m3_text": "test_arch_sparse.py",
     "bailing_hybrid": "test_arch_delta.py",
     "hy_v4": "test_arch_delta.py",
+    "k2_horizon": "test_arch_delta.py",
 }
 
 
