@@ -296,3 +296,106 @@ def test_check_reads_the_flags_as_budget_keys_and_gives_plans_answer(tmp_path: P
     refused = runner.invoke(app, ["check", str(budget)])
     assert refused.exit_code == 2
     assert "--limit-mm-per-prompt: not read by --engine sglang" in refused.stderr
+
+
+# --- Qwen3-VL: Qwen3 in text_config, Qwen3.5's tower with deepstack mergers ---------------------
+
+QWEN3_VL = FIXTURES / "qwen3-vl-4b" / "config.json"
+
+
+def _qwen3_vl_tower(h: int, inner: int, depth: int, out: int, levels: int) -> int:
+    """A Qwen3-VL tower by hand: Conv3d patch embedding with bias (3 x 2 x 16 x 16 inputs),
+    2,304 learned positions, blocks of two LayerNorms, biased qkv, proj, fc1 and fc2; the
+    merger (LayerNorm of h, then 4h -> 4h -> out, biased) and one per deepstack level, whose
+    LayerNorm is over the 4h merged values."""
+    merged = 4 * h
+    embed = 3 * 2 * 16 * 16 * h + h + 2304 * h
+    block = 4 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h)
+    mlp = (merged * merged + merged) + (merged * out + out)
+    return embed + depth * block + (2 * h + mlp) + levels * (2 * merged + mlp)
+
+
+def test_the_qwen3_vl_4b_tower_and_text_model_add_up() -> None:
+    tower = _qwen3_vl_tower(1024, 4096, 24, 2560, 3)
+    assert tower == 415_347_712
+    # Qwen3 4B: tied embeddings; q 32 x 128 and o, k and v 8 x 128, q/k norms, MLP 9,728
+    layer = 2 * 2560 * 4096 + 2 * 2560 * 1024 + 2 * 128 + 3 * 2560 * 9728 + 2 * 2560
+    text = 151936 * 2560 + 36 * layer + 2560
+    assert text == 4_022_468_096
+    spec = import_config(QWEN3_VL).spec
+    assert spec.num_parameters == text + tower == 4_437_815_808
+    assert estimate(spec, 1).kv_cache_bytes == 2 * 36 * 8 * 128 * 2
+    # 16,777,216 // (32 x 32) = 16,384; a group of 2 frames of 25,165,824 // 2 pixels: 12,288
+    assert spec.multimodal == {
+        "modalities": ["image", "video"],
+        "encoder_parameters": tower,
+        "encoder_dtype": "bfloat16",
+        "image_tokens": 16_777_216 // (32 * 32),
+        "video_frame_tokens": 25_165_824 // 2 // (32 * 32),
+        "video_max_frame_groups": 1,
+        "embedding_width": 2560 * (1 + 3),
+    }
+
+
+def test_vllm_profiles_one_qwen3_vl_image_with_its_deepstack_features() -> None:
+    # image 16,384 > video 12,288 tokens: budget max(8,192, 16,384) = 16,384, one image (the
+    # line vLLM prints for Qwen3-VL), each token 2,560 x 4 values of 2 B
+    encoder = _profile(import_config(QWEN3_VL).spec, 32768).encoder
+    assert encoder is not None
+    assert (encoder.modality, encoder.budget_tokens, encoder.num_items) == ("image", 16384, 1)
+    assert encoder.cache_bytes == 16384 * 2560 * 4 * 2 == 335_544_320
+
+
+def test_qwen3_vl_moe_reads_its_text_model_and_tower() -> None:
+    # the shapes of Qwen/Qwen3-VL-30B-A3B-Instruct's config.json (a public parser test
+    # transcribes them from the release at commit 1fc78ad); the rest of the file left out
+    text = {
+        "model_type": "qwen3_vl_moe_text",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "head_dim": 128,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 48,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "max_position_embeddings": 262144,
+        "vocab_size": 151936,
+        "dtype": "bfloat16",
+    }
+    vision = {
+        "deepstack_visual_indexes": [8, 16, 24],
+        "depth": 27,
+        "hidden_size": 1152,
+        "in_channels": 3,
+        "intermediate_size": 4304,
+        "num_position_embeddings": 2304,
+        "out_hidden_size": 2048,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    }
+    config = {
+        "architectures": ["Qwen3VLMoeForConditionalGeneration"],
+        "model_type": "qwen3_vl_moe",
+        "text_config": text,
+        "vision_config": vision,
+        "tie_word_embeddings": False,
+    }
+    from kvplan.importers import parameters_from_config, spec_from_config
+
+    data, _ = spec_from_config(config)
+    assert (data["model_type"], data["num_key_value_heads"], data["head_dim"]) == (
+        "qwen3_vl_moe_text",
+        4,
+        128,
+    )
+    tower = _qwen3_vl_tower(1152, 4304, 27, 2048, 3)
+    assert tower == 538_631_408
+    assert data["multimodal"]["encoder_parameters"] == tower
+    assert data["multimodal"]["embedding_width"] == 2048 * 4
+    # the tower is in the total: the text model alone is 30,532,122,624 (Qwen3-30B-A3B's)
+    assert parameters_from_config(config).total == 30_532_122_624 + tower

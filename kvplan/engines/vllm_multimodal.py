@@ -21,7 +21,8 @@ Read from vLLM v0.32's source:
   tokens an item, ``max(1, min(budget // tokens, max_num_seqs x per-prompt items))`` items of
   it, where a prompt holds ``max(1, min(limit, max_model_len // tokens))``; their embeddings
   (``tokens x hidden_size`` in the model dtype each) stay in the encoder cache while the
-  language model's dummy batch runs, so they add to the peak that sizes the KV pool.
+  language model's dummy batch runs, so they add to the peak that sizes the KV pool
+  (Qwen3-VL's embeddings carry its deepstack features too: ``out_hidden_size x 4`` values).
 
 Worked example, Qwen2.5-VL 3B on an H100 at ``--max-model-len 32768`` (8,192 batched tokens):
 an image is 16,384 tokens, a video 2 frame groups of 16,384 = 32,768; the budget is
@@ -44,6 +45,7 @@ from kvplan.units import resolve_dtype
 
 if TYPE_CHECKING:
     from kvplan.engines.vllm_config import VllmConfig
+    from kvplan.model.multimodal import Multimodal
     from kvplan.model.spec import ModelSpec
 
 #: vLLM's limit for a modality ``--limit-mm-per-prompt`` does not name
@@ -154,11 +156,12 @@ def encoder_profile(spec: ModelSpec, cfg: VllmConfig, served_dtype: str) -> Enco
             f"{spec.name}: multimodal.{missing[0]}_tokens is not in the spec; give it, or"
             f" --limit-mm-per-prompt '{{\"{missing[0]}\": 0}}'"
         )
-    return _profile(spec, cfg, served_dtype, held, tokens)
+    return _profile(spec, block, cfg, served_dtype, held, tokens)
 
 
 def _profile(
     spec: ModelSpec,
+    block: Multimodal,
     cfg: VllmConfig,
     served_dtype: str,
     limits: tuple[tuple[str, int], ...],
@@ -175,9 +178,9 @@ def _profile(
     budget = max(cfg.batched_tokens, per_item)
     per_prompt = max(1, min(dict(limits)[modality], cfg.max_model_len // per_item))
     items = max(1, min(budget // per_item, cfg.num_seqs * per_prompt))
-    hidden = spec.hidden_size or 0
-    cache = items * per_item * hidden * resolve_dtype(served_dtype).block_bytes
-    encoder = spec.multimodal["encoder_parameters"] if spec.multimodal else 0
+    width = block.get("embedding_width", spec.hidden_size or 0)
+    cache = items * per_item * width * resolve_dtype(served_dtype).block_bytes
+    encoder = block["encoder_parameters"]
     return EncoderProfile(limits, True, encoder, modality, per_item, items, budget, cache)
 
 

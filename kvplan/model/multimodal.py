@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 from annotated_types import Ge, Le
 from typing_extensions import NotRequired, TypedDict
 
-from kvplan.model.limits import MAX_PARAMETERS, MAX_TOKENS
+from kvplan.model.limits import MAX_DIM, MAX_PARAMETERS, MAX_TOKENS
 
 Modality = Literal["image", "video", "audio"]
 #: The modalities a block may name, in vLLM's spelling (``--limit-mm-per-prompt`` keys).
@@ -38,7 +38,8 @@ _Tokens = Annotated[int, Ge(1), Le(MAX_TOKENS)]
 class Multimodal(TypedDict):
     """The encoder of a multimodal model (see the module docstring). Token counts are the
     embedding tokens one item puts into the language model; absent: the modality is not
-    taken."""
+    taken. ``embedding_width``: the values of one such token the encoder hands over, when
+    not ``hidden_size`` (Qwen3-VL's deepstack features: ``out_hidden_size x (1 + levels)``)."""
 
     modalities: list[Modality]
     encoder_parameters: Annotated[int, Ge(1), Le(MAX_PARAMETERS)]
@@ -47,6 +48,7 @@ class Multimodal(TypedDict):
     video_frame_tokens: NotRequired[_Tokens]
     video_max_frame_groups: NotRequired[_Tokens]
     audio_tokens: NotRequired[_Tokens]
+    embedding_width: NotRequired[Annotated[int, Ge(1), Le(MAX_DIM)]]
 
 
 # Read by pydantic when the spec is checked: unknown keys refused, no "5" for 5.

@@ -184,8 +184,11 @@ def _count_qwen3_5_vision(config: Config, text_hidden: int) -> Count:
     block += linear(h, inner, True) + linear(inner, h, True)
     merger = plain(2 * h) + linear(merged, merged, True)
     merger += linear(merged, size(v, "out_hidden_size"), True)
+    # Qwen3-VL: one more merger per deepstack layer, its LayerNorm over the merged patches
+    levels = len(as_list(tower.get("deepstack_visual_indexes", []), "deepstack_visual_indexes"))
+    deepstack = (merger + plain(2 * merged - 2 * h)).times(levels)
     del text_hidden  # the projection's width is out_hidden_size, stated or the class default
-    return vision(embed + block.times(size(v, "depth")) + merger)
+    return vision(embed + block.times(size(v, "depth")) + merger + deepstack)
 
 
 _QWEN2 = Rule(layers=_layers_qwen2, parameters=_count_qwen)
@@ -290,6 +293,21 @@ register_wrapper(
     vision=_count_qwen3_5_vision,
     engines=("vllm",),
 )
+# Qwen3-VL: Qwen3 (dense or MoE) in text_config, Qwen3.5's vision tower plus deepstack mergers.
+for _text, _base in (("qwen3_vl_text", "qwen3"), ("qwen3_vl_moe_text", "qwen3_moe")):
+    register(FAMILY, _text, _QWEN2, UNIFORM_KINDS, f"Qwen3-VL's text model: read as {_base}")
+for _wrapper, _text, _class in (
+    ("qwen3_vl", "qwen3_vl_text", "Qwen3VLForConditionalGeneration"),
+    ("qwen3_vl_moe", "qwen3_vl_moe_text", "Qwen3VLMoeForConditionalGeneration"),
+):
+    register_wrapper(
+        FAMILY,
+        _wrapper,
+        _text,
+        "Qwen3-VL: the text model in text_config; the vision tower with its deepstack mergers",
+        vision=_count_qwen3_5_vision,
+        architectures=(_class,),
+    )
 register_wrapper(
     FAMILY,
     "qwen3_5_moe",

@@ -1,4 +1,6 @@
-"""Qwen2.5-VL: a Qwen2 text model and a windowed ViT, both read from one config.json.
+"""Qwen2.5-VL and Qwen3-VL: their ``multimodal`` blocks, and Qwen2.5-VL's rule.
+
+Qwen2.5-VL is a Qwen2 text model and a windowed ViT, both read from one config.json.
 
 The released configs (transformers 4.41) state the text model's keys at the top level, beside
 ``vision_config``, so ``qwen2_5_vl`` is read by Qwen2's rule with the vision tower added to
@@ -16,6 +18,12 @@ Embedding tokens an item yields (the processor's defaults, preprocessor_config.j
 largest image is 16,384 merged patches of 28 x 28 pixels, 16,384 tokens; a video frame group
 (``temporal_patch_size`` 2 frames at that size) is 16,384 tokens too, and vLLM's dummy video
 holds at most 14 frames (``_MAX_FRAMES_PER_VIDEO``): 7 groups.
+
+Qwen3-VL (registered in qwen.py: Qwen3 in ``text_config``, Qwen3.5's tower plus a merger per
+deepstack layer) takes images up to 16,777,216 pixels, 16,384 tokens of 32 x 32 (patches of 16
+merged 2 x 2), and video groups of 2 frames of 12,582,912 pixels, 12,288 tokens, one group in
+vLLM's dummy video; each token hands over ``out_hidden_size`` values per deepstack level and one
+more (Qwen3-VL 4B: 2,560 x 4).
 """
 
 from __future__ import annotations
@@ -33,8 +41,8 @@ from kvplan.importers.parameters import (
     size,
     vision,
 )
-from kvplan.importers.reading import Config, Reading, mapping
-from kvplan.importers.registry import register, rule_for
+from kvplan.importers.reading import Config, Reading, as_list, mapping
+from kvplan.importers.registry import register, rule_for, vision_for
 from kvplan.importers.rules import UNIFORM_KINDS, Rule
 
 FAMILY = "qwen_vl"
@@ -97,6 +105,32 @@ def _rule() -> Rule:
     return replace(qwen2, parameters=lambda r: text(r) + _count_qwen2_5_vision(r.config))
 
 
+# Qwen3-VL's processors (preprocessor_config.json, video_preprocessor_config.json): images up
+# to 16,777,216 pixels, video frames up to 25,165,824 per temporal group of 2; vLLM's
+# qwen3_vl.py profiles a video of one group (2 frames).
+_QWEN3_MAX_PIXELS = 16_777_216
+_QWEN3_VIDEO_MAX_PIXELS = 25_165_824
+
+
+def _qwen3_vl_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Qwen3-VL: images and videos, the tower of ``vision_for`` (qwen.py's count, deepstack
+    mergers included), and embeddings of ``out_hidden_size x (1 + deepstack levels)``."""
+    tower = mapping(config.get("vision_config"), "vision_config")
+    v = Reading("qwen3_vl.vision_config", tower, {})
+    unit = size(v, "patch_size") * size(v, "spatial_merge_size")
+    group = _QWEN3_VIDEO_MAX_PIXELS // size(v, "temporal_patch_size") // (unit * unit)
+    levels = len(as_list(tower.get("deepstack_visual_indexes", []), "deepstack_visual_indexes"))
+    counter = vision_for(config.get("model_type"))
+    encoder = counter(config, spec["hidden_size"]) if counter is not None else Count()
+    tokens = {
+        "image_tokens": _QWEN3_MAX_PIXELS // (unit * unit),
+        "video_frame_tokens": group,
+        "video_max_frame_groups": 1,
+        "embedding_width": size(v, "out_hidden_size") * (1 + levels),
+    }
+    return encoder_block(spec, encoder, tokens)
+
+
 register(
     FAMILY,
     "qwen2_5_vl",
@@ -106,3 +140,5 @@ register(
     architectures=("Qwen2_5_VLForConditionalGeneration",),
 )
 register_multimodal("qwen2_5_vl", _multimodal)
+for _wrapper in ("qwen3_vl", "qwen3_vl_moe"):
+    register_multimodal(_wrapper, _qwen3_vl_multimodal)
