@@ -105,6 +105,14 @@ def test_dory_last_loop_and_more_loops() -> None:
     # four per_loop loops: 3 x 20 extra caches, 36 + 60 = 96 of 4,096 B
     four = _import(DORY_LOOPED | {"n_recurrent_loops": 4})
     assert estimate(four, 10).kv_cache_bytes == 96 * 4096 * 10
+    # one kind listed (no mlp layers) is not interleaved: the engine-wide window of 1,024
+    # reaches every layer, 2 x 4,096 x 1,024 at most
+    one = _import(
+        DORY_LOOPED
+        | {"num_hidden_layers": 2, "n_input_layers": 0, "n_output_layers": 0}
+        | {"layer_types": ["full_attention"] * 2, "n_recurrent_loops": 1}
+    )
+    assert estimate(one, 5000).kv_cache_bytes == 2 * 4096 * 1024
     with pytest.raises(SpecError, match="recurrent_kv_cache_mode"):
         _import(DORY_LOOPED | {"recurrent_kv_cache_mode": "every"})
     with pytest.raises(SpecError, match="must sum to 72"):

@@ -99,6 +99,10 @@ def _recurrent(r: Reading, n: int) -> tuple[int, int, int]:
 
 def _layers_dory(r: Reading, n: int) -> None:
     kinds = _physical(r, n)
+    if set(kinds) == {"full_attention"} and r.get("sliding_window") is not None:
+        # one kind is not interleaved: vLLM sets the engine-wide window, which dory.py keeps
+        kinds = ["sliding_attention"] * n
+        r.notes.append("every layer listed full_attention: all slide (vLLM's engine window)")
     first, middle, extra = _recurrent(r, n)
     looped = [k for k in kinds[first : first + middle] if k != "no_cache"]
     if len(kinds) + extra * len(looped) > MAX_LAYERS:
