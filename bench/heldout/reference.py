@@ -318,6 +318,12 @@ def gemma3(c: Config) -> int:
     return standard(_with_defaults(c, GEMMA3_TEXT_DEFAULTS))
 
 
+def gemma(c: Config) -> int:
+    """Gemma 1-3 text models: GemmaConfig, Gemma2Config and Gemma3TextConfig all default
+    head_dim to 256 rather than hidden_size / num_attention_heads."""
+    return typed_layers(_with_defaults(c, {"head_dim": 256}))
+
+
 Formula = Callable[[Config], int]
 
 STANDARD_TYPES = (
@@ -328,8 +334,6 @@ STANDARD_TYPES = (
     "qwen2_moe",
     "qwen3",
     "qwen3_moe",
-    "gemma",
-    "gemma2",
     "phi3",
     "phimoe",
     "phi",
@@ -416,7 +420,9 @@ FORMULAS.update(
         "RefinedWeb": refined_web,
         "RefinedWebModel": refined_web,
         "gemma4_text": gemma4,
-        "gemma3_text": typed_layers,
+        "gemma3_text": gemma,
+        "gemma": gemma,
+        "gemma2": gemma,
         "gemma3": gemma3,
         "cohere2": typed_layers,
         "lfm2": hybrid_layer_types,
