@@ -136,6 +136,20 @@ def test_rnj1_chunked_layers_slide_over_the_window() -> None:
     assert estimate(spec, 10_000).kv_cache_bytes == (6 * 512 + 2 * 10_000) * 4096
 
 
+def test_rnj1_released_configs_name_gemma3_text() -> None:
+    # Rnj-1's config.json says model_type gemma3_text; architectures Rnj1ForCausalLM makes
+    # vLLM build rnj1.py's layers: the chunked ones slide over 512, the rest are global
+    config = _RNJ1 | {"model_type": "gemma3_text"}
+    spec = _import(config | {"layer_types": ["chunked_attention", "sliding_attention"] * 4})
+    assert [getattr(layer, "window", None) for layer in spec.layers] == [512, None] * 4
+    assert estimate(spec, 10_000).kv_cache_bytes == (4 * 512 + 4 * 10_000) * 4096
+    # Gemma3ForCausalLM's sliding_attention layers slide (vLLM gemma3.py), over 512 too
+    gemma = _import(
+        config | {"architectures": ["Gemma3ForCausalLM"], "layer_types": ["sliding_attention"] * 8}
+    )
+    assert all(isinstance(layer, SlidingWindowAttention) for layer in gemma.layers)
+
+
 def test_rnj1_sliding_attention_entries_are_global() -> None:
     # Rnj1Attention: is_chunked only for "chunked_attention"; a sliding_attention entry
     # gets no window: 8 x 2 x 8 x 128 x 2 B = 32,768 B a token at any length

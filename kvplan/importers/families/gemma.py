@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import SpecError
+from kvplan.importers.families.rnj1 import RNJ1_CLASS, layers_rnj1
 from kvplan.importers.parameters import (
     Count,
     decoder,
@@ -63,6 +64,10 @@ def _layers_gemma2(r: Reading, n: int) -> None:
 
 
 def _layers_gemma3(r: Reading, n: int) -> None:
+    classes = r.config.get("architectures")
+    if isinstance(classes, list) and RNJ1_CLASS in classes:  # vLLM serves it with rnj1.py
+        layers_rnj1(r, n)
+        return
     r.spec["sliding_window"] = r.get("sliding_window")
     if layers_explicit(r, n):
         return
@@ -139,8 +144,9 @@ register(
     "gemma3_text",
     Rule(layers=_layers_gemma3, defaults=_GEMMA3_TEXT, parameters=_count_gemma),
     ("full_attention", "sliding_attention"),
-    "5 sliding : 1 global (sliding_window_pattern); config-class defaults for omitted keys",
-    architectures=("Gemma3ForCausalLM",),
+    "5 sliding : 1 global (sliding_window_pattern); config-class defaults for omitted keys;"
+    " Rnj1ForCausalLM (vLLM rnj1.py): only chunked_attention layers slide",
+    architectures=("Gemma3ForCausalLM", RNJ1_CLASS),
 )
 register_wrapper(
     FAMILY,

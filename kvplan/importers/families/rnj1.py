@@ -9,6 +9,10 @@ layer's ``SlidingWindowSpec`` of that window (kv_cache_interface.py), which is t
 ``sliding_attention``. Every other entry, ``sliding_attention`` included, is built with no
 window and caches like full attention; Gemma3TextConfig's own ``layer_types`` (five sliding,
 one full) therefore make a model that vLLM serves with global attention on every layer.
+
+Released Rnj-1 configs name ``model_type`` ``gemma3_text``: the gemma family's rule hands those
+naming ``Rnj1ForCausalLM`` to ``layers_rnj1``. The ``rnj1`` type registered here reads a config
+that names the class's own type.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule, check_kinds
 
 FAMILY = "rnj1"
+
+#: vLLM's class, which config.json ``architectures`` names for an Rnj-1 checkpoint.
+RNJ1_CLASS = "Rnj1ForCausalLM"
 
 # Gemma3TextConfig's values (transformers configuration_gemma3.py) for the keys read here.
 _GEMMA3_TEXT = {
@@ -38,7 +45,9 @@ _GEMMA3_TEXT = {
 _KINDS = ("full_attention", "sliding_attention", "chunked_attention")
 
 
-def _layers_rnj1(r: Reading, n: int) -> None:
+def layers_rnj1(r: Reading, n: int) -> None:
+    """Rnj-1's layer kinds: ``chunked_attention`` entries slide over ``sliding_window``, every
+    other layer is global (vLLM rnj1.py)."""
     given = r.config.get("layer_types")
     if given is None or not as_list(given, "layer_types"):
         r.notes.append("every layer global: no chunked_attention in layer_types (vLLM rnj1.py)")
@@ -75,9 +84,9 @@ def _count_rnj1(r: Reading) -> Count:
 register(
     FAMILY,
     "rnj1",
-    Rule(layers=_layers_rnj1, defaults=_GEMMA3_TEXT, parameters=_count_rnj1),
+    Rule(layers=layers_rnj1, defaults=_GEMMA3_TEXT, parameters=_count_rnj1),
     ("full_attention", "sliding_attention"),
     "Rnj-1 (vLLM rnj1.py): only chunked_attention layers keep a window (sliding_window,"
     " a SlidingWindowSpec); every other layer is global",
-    architectures=("Rnj1ForCausalLM",),
+    architectures=(RNJ1_CLASS,),
 )
