@@ -36,7 +36,8 @@ class Architecture:
     can produce, a one-line note on the quirks the rule handles, the model classes
     (``architectures`` in config.json, as vLLM's registry names them) that it reads, and the
     engines checked to serve it: ``vllm`` when vLLM 0.32's registry lists one of those
-    classes, ``vllm-transformers`` when vLLM serves it through its Transformers backend."""
+    classes (or only 0.33's, which the note then names), ``vllm-transformers`` when vLLM
+    serves it through its Transformers backend."""
 
     model_type: str
     family: str
