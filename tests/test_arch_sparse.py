@@ -230,8 +230,19 @@ def test_minimax_m3_without_sparse_layers_is_plain_gqa() -> None:
     }
     spec = _import(config)
     assert spec.layers == (FullAttention(4, 128, 128),) * 2
-    with pytest.raises(SpecError, match="sparse_attention_freq: has 1 entries but 2 layers"):
-        _import(config | {"sparse_attention_config": {"sparse_attention_freq": [1]}})
+    # vLLM takes the indices of the non-zero entries: past the list, layers are plain GQA
+    sparse = {"sparse_attention_freq": [1], "sparse_index_dim": 64}
+    short = _import(config | {"sparse_attention_config": sparse})
+    assert short.layers == (
+        SparseAttention(FullAttention(4, 128, 128), 64),
+        FullAttention(4, 128, 128),
+    )
+    # without sparse_index_dim vLLM's MiniMaxM3SparseAttention cannot start
+    with pytest.raises(SpecError, match=r"sparse_attention_config\.sparse_index_dim: must be"):
+        _import(
+            config
+            | {"sparse_attention_config": {"sparse_attention_freq": [1, 1], "sparse_index_dim": 0}}
+        )
 
 
 # --- registration -----------------------------------------------------------------------------

@@ -69,10 +69,13 @@ def _per_layer(r: Reading, values: Any, key: str, n: int) -> list[bool]:
 
 
 def _layers(r: Reading, n: int) -> None:
-    """``sparse_attention`` where sparse_attention_freq is not 0, ``full_attention`` elsewhere."""
+    """``sparse_attention`` where sparse_attention_freq is not 0, ``full_attention`` elsewhere:
+    also past the list's end, or every layer without one (vLLM's ``_sparse_attention_layer_ids``
+    takes the indices of its non-zero entries)."""
     sparse = _sparse(r)
     key = "sparse_attention_config.sparse_attention_freq"
-    freq = _per_layer(r, sparse.get("sparse_attention_freq", []), key, n)
+    given = as_list(sparse.get("sparse_attention_freq") or [], key)[:n]
+    freq = _per_layer(r, given + [0] * (n - len(given)), key, n)
     r.spec["layer_types"] = ["sparse_attention" if f else "full_attention" for f in freq]
     if any(freq):
         dim = sparse.get("sparse_index_dim")
