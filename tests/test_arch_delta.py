@@ -78,8 +78,9 @@ def test_kimi_linear_48b_cache() -> None:
     # 36,864 values in bf16 = 73,728 B, state 32 heads x 128 x 128 = 524,288 values in fp32 =
     # 2,097,152 B; 2,170,880 B a layer, x 20 = 43,417,600 B a sequence
     assert _state_bytes(spec) == 20 * (36_864 * 2 + 524_288 * 4) == 43_417_600
-    # KimiLinearConfig's max_position_embeddings 4096: the file states only model_max_length
-    assert spec.max_position_embeddings == 4096
+    # the file states model_max_length 1,048,576 (vLLM accepts --max-model-len up to it) and
+    # no max_position_embeddings (KimiLinearConfig's 4,096, vLLM's default length)
+    assert spec.max_position_embeddings == 1_048_576
 
 
 def test_kimi_linear_48b_vllm_pages() -> None:

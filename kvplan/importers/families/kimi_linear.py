@@ -24,7 +24,7 @@ from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, 
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
 from kvplan.importers.rules import Rule
-from kvplan.model.limits import MAX_DIM
+from kvplan.model.limits import MAX_DIM, MAX_TOKENS
 
 FAMILY = "kimi_linear"
 
@@ -37,7 +37,6 @@ _DEFAULTS = {
     "intermediate_size": 11008,
     "num_hidden_layers": 32,
     "num_attention_heads": 32,
-    "max_position_embeddings": 4096,
     "first_k_dense_replace": 0,
     "moe_layer_freq": 1,
     "num_shared_experts": 0,
@@ -100,6 +99,17 @@ def kda_state(r: Reading, heads: int, head_dim: int, kernel: int) -> None:
 
 
 def _state(r: Reading) -> None:
+    stated = r.config.get("model_max_length")
+    if r.config.get("max_position_embeddings") is None and stated is not None:
+        # vLLM derives 4,096 (the class default) but takes --max-model-len up to this
+        r.spec["max_position_embeddings"] = whole(stated, "model_max_length", maximum=MAX_TOKENS)
+        r.notes.append(
+            f"max_position_embeddings {stated}: model_max_length, the longest --max-model-len"
+            " vLLM accepts (without it vLLM serves KimiLinearConfig's default of 4,096)"
+        )
+    elif r.config.get("max_position_embeddings") is None:
+        r.spec["max_position_embeddings"] = 4096
+        r.notes.append("max_position_embeddings 4096: the KimiLinearConfig default (not in file)")
     if r.spec["layer_types"].count("full_attention") and r.spec.get("kv_lora_rank") is None:
         raise SpecError("", ["kv_lora_rank: required by the MLA layers (not in the file)"])
     if "linear_attention" in r.spec["layer_types"]:
