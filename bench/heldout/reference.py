@@ -284,6 +284,38 @@ def minimax(c: Config) -> int:
     return typed_layers(c)
 
 
+def _zamba_kinds(c: Config, default: list[str]) -> list[str]:
+    kinds = c.get("layers_block_type")
+    if kinds is None:
+        return default
+    if not isinstance(kinds, list) or not set(kinds) <= {"mamba", "hybrid", "linear_attention"}:
+        raise Unknown("layers_block_type of names the reference does not know")
+    return kinds
+
+
+def zamba(c: Config) -> int:
+    """Zamba: each "hybrid" layer runs the shared attention block on the hidden state
+    concatenated with the embeddings, so its heads are 2 x hidden_size / num_attention_heads
+    wide (ZambaConfig); the Mamba layers cache no K/V. ZambaConfig's default layout: two
+    Mamba layers, a hybrid one, then hybrid where i % attn_layer_period == attn_layer_offset."""
+    n = _layers(c)
+    period, offset = _int(c, "attn_layer_period"), _int(c, "attn_layer_offset")
+    rest = ["hybrid" if i % period == offset else "mamba" for i in range(n - 3)]
+    kinds = _zamba_kinds(c, ["mamba", "mamba", "hybrid", *rest])
+    dim = _int(c, "attention_head_dim") if c.get("attention_head_dim") else None
+    dim = dim or 2 * _int(c, "hidden_size") // _heads(c)
+    return kinds.count("hybrid") * _kv_layer(_kv_heads(c), dim)
+
+
+def zamba2(c: Config) -> int:
+    """Zamba 2: as Zamba, but Zamba2Config always sets the head width to 2 x hidden_size /
+    num_attention_heads, whatever attention_head_dim the file states."""
+    default = ["mamba"] + (["mamba"] * 5 + ["hybrid"]) * 7 + ["mamba"] * 4 + ["hybrid"]
+    kinds = _zamba_kinds(c, default + ["mamba"] * 3 + ["hybrid"] + ["mamba"] * 2)
+    dim = 2 * _int(c, "hidden_size") // _heads(c)
+    return kinds.count("hybrid") * _kv_layer(_kv_heads(c), dim)
+
+
 def state_only(c: Config) -> int:
     """Mamba, RWKV: a fixed state per sequence, nothing per token."""
     return 0
@@ -433,6 +465,8 @@ FORMULAS.update(
         "qwen3_5_moe_text": hybrid_layer_types,
         "nemotron_h": nemotron_h,
         "jamba": jamba,
+        "zamba": zamba,
+        "zamba2": zamba2,
         "minimax": minimax,
         "mamba": state_only,
         "mamba2": state_only,
