@@ -131,6 +131,8 @@ def test_dory_parameters() -> None:
     count = parameters_from_config({"model_type": "dory"})
     assert count.total == 2 * 335_544_320 + 131_072 + 36 * (36_710_912 + 55_067_136)
     assert count.total == 3_975_229_440
+    # the released Dory 1.0 4B checkpoint (16 / 40 / 16 layers, 2 passes) holds as many
+    # values, as its model card counts them
     assert parameters_from_config(DORY_LOOPED).total == 3_975_229_440
 
 
@@ -254,7 +256,7 @@ def test_flint_parameters() -> None:
     # vLLM's FlintConfig: no dense layer
     assert parameters_from_config({"model_type": "flint"}).total == outside + 49 * 812_122_112
     assert parameters_from_config({"model_type": "flint"}).total == 41_334_034_208
-    # layers 0 and 1 dense
+    # layers 0 and 1 dense: the 39.8B of the released Flint
     count = parameters_from_config(FLINT_PATTERN)
     assert count.total == outside + 2 * 37_748_736 + 47 * 812_122_112 == 39_785_287_456
 
