@@ -28,7 +28,10 @@ from kvplan.units import abbreviate
 INDEX_NAME = "model.safetensors.index.json"
 
 # Storage beside quantized weights: scales, zero points, group indices; not parameters.
-_OVERHEAD = ("_scales", "_scale", "weight_scale_inv", ".scales", ".qzeros", ".g_idx", "_zero_point")
+_OVERHEAD = (
+    "_scales", "_scale", "_scale_2", "weight_scale_inv", ".scales", ".qzeros", ".g_idx",
+    "_zero_point",
+)  # fmt: skip
 # The routed experts' tensors: ``mlp.experts.7.gate_proj.weight`` (DeepSeek, Qwen, Mixtral's
 # ``block_sparse_moe.experts.``), ``mlp.experts.gate_up_proj_blocks`` (gpt-oss, one tensor for
 # all experts); a shared expert (``shared_experts.``, ``shared_expert.``) is not among them.
@@ -183,6 +186,9 @@ def count_parameters(
         elif name.endswith(".qweight") and dtype == "I32":
             numel, dtype = numel * 32 // bits, f"INT{bits}"
             quantized += numel
+        elif dtype == "U8" and _packs_fp4(name, info, headers):
+            numel, dtype = numel * 2, "NVFP4"
+            quantized += numel
         elif dtype.startswith("F8_"):
             quantized += numel
         dtypes[dtype] = dtypes.get(dtype, 0) + numel
@@ -194,11 +200,39 @@ def count_parameters(
     return WeightCount(
         num_parameters=total,
         num_quantized_parameters=quantized,
-        weight_dtype=_weight_dtype(method, bits) if quantized else None,
+        weight_dtype=(_weight_dtype(method, bits) or _by_tensors(dtypes)) if quantized else None,
         dtypes=dict(sorted(dtypes.items())),
         how=how,
         num_expert_parameters=experts,
     )
+
+
+def _packs_fp4(name: str, info: Mapping[str, Any], headers: Mapping[str, Any]) -> bool:
+    """Whether a U8 tensor holds NVFP4 weights, two 4-bit values a byte, as NVIDIA ModelOpt
+    (``X.weight``) and compressed-tensors (``X.weight_packed``) store them: by its companion
+    ``X.weight_scale``, one FP8 E4M3 scale per 16 values, so its last dimension is an eighth
+    of the packed tensor's (the quantization_config's spelling varies; the tensors do not)."""
+    if not name.endswith((".weight", ".weight_packed")):
+        return False
+    scale = headers.get(name.removesuffix("_packed") + "_scale")
+    if not isinstance(scale, Mapping) or scale.get("dtype") != "F8_E4M3":
+        return False
+    shape, scale_shape = info.get("shape"), scale.get("shape")
+    return (
+        isinstance(shape, list)
+        and isinstance(scale_shape, list)
+        and len(shape) == len(scale_shape) >= 2
+        and shape[:-1] == scale_shape[:-1]
+        and isinstance(scale_shape[-1], int)
+        and scale_shape[-1] * 8 == shape[-1]
+    )
+
+
+def _by_tensors(dtypes: Mapping[str, int]) -> str | None:
+    """The weight format the quantized tensors themselves show, when the method does not."""
+    if "NVFP4" in dtypes:
+        return "nvfp4"
+    return "fp8_e4m3" if "F8_E4M3" in dtypes else None
 
 
 def _weight_dtype(method: str, bits: int) -> str | None:
