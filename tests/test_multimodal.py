@@ -76,6 +76,7 @@ def test_the_qwen2_5_vl_block_holds_the_processors_largest_items() -> None:
         "image_tokens": 12_845_056 // (28 * 28),
         "video_frame_tokens": 16_384,
         "video_max_frame_groups": 14 // 2,
+        "vision_hidden_size": 1280,  # SGLang reads it; the tower states depth, not layers
     }
     # a video: as many groups as the request length holds, 1 to 7
     assert max_tokens_per_item(block, 8192) == {"image": 16384, "video": 16384}
@@ -93,6 +94,7 @@ def test_the_gemma3_block_counts_siglip_and_256_tokens_an_image() -> None:
     assert block is not None
     assert block["encoder_parameters"] == tower + projector == 419_816_304
     assert (block["modalities"], block["image_tokens"]) == (["image"], 256)
+    assert (block["vision_num_hidden_layers"], block["vision_hidden_size"]) == (27, 1152)
     assert load_model("gemma-3-4b").multimodal == block  # the bundled spec carries it
 
 
@@ -334,6 +336,7 @@ def test_the_qwen3_vl_4b_tower_and_text_model_add_up() -> None:
         "video_frame_tokens": 25_165_824 // 2 // (32 * 32),
         "video_max_frame_groups": 1,
         "embedding_width": 2560 * (1 + 3),
+        "vision_hidden_size": 1024,
     }
 
 
@@ -399,3 +402,26 @@ def test_qwen3_vl_moe_reads_its_text_model_and_tower() -> None:
     assert data["multimodal"]["embedding_width"] == 2048 * 4
     # the tower is in the total: the text model alone is 30,532,122,624 (Qwen3-30B-A3B's)
     assert parameters_from_config(config).total == 30_532_122_624 + tower
+
+
+# --- SGLang lowers its automatic share for a multimodal model -----------------------------------
+
+
+def test_sglang_lowers_its_automatic_fraction_by_the_vision_towers_size() -> None:
+    from kvplan.engines import sglang
+
+    auto = sglang.mem_fraction_static_auto(H100.memory_bytes)
+    # Gemma 3's SigLIP: 27 x 1,152^2 / (24 x 1,024^2) = 1.423828125; 1 - 0.1 x 0.423828125
+    # = 0.9576171875 (within 0.8 and 1.05); the share x 0.95 x that
+    gemma = sglang.kv_cache(load_model("gemma-3-4b"), H100)
+    assert gemma.engine_log["mem_fraction_static"] == auto * (0.95 * (1.0 - 0.1 * 0.423828125))
+    # Qwen2.5-VL's tower states depth, so SGLang takes 24 layers: 24 x 1,280^2 / (24 x 1,024^2)
+    # = 1.5625 -> 0.94375
+    qwen = sglang.kv_cache(import_config(QWEN).spec, H100)
+    assert qwen.engine_log["mem_fraction_static"] == auto * (0.95 * (1.0 - 0.1 * 0.5625))
+    # a text model keeps the automatic share, and a given share is SGLang's as given
+    assert (
+        sglang.kv_cache(load_model("llama-3.1-8b"), H100).engine_log["mem_fraction_static"] == auto
+    )
+    given = sglang.kv_cache(load_model("gemma-3-4b"), H100, mem_fraction_static=0.8)
+    assert given.engine_log["mem_fraction_static"] == 0.8

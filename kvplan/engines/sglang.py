@@ -45,6 +45,7 @@ from kvplan.engines.base import EngineResult
 from kvplan.engines.sglang_memory import (  # re-exported: callers read it from here
     mem_fraction_static_auto as mem_fraction_static_auto,
 )
+from kvplan.engines.sglang_memory import vlm_mem_fraction
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -366,6 +367,8 @@ def kv_cache(
         if mem_fraction_static is None
         else as_real(mem_fraction_static, "mem_fraction_static", low=0, high=1)
     )
+    if mem_fraction_static is None:  # SGLang lowers its own share for a multimodal model
+        fraction = vlm_mem_fraction(fraction, spec.multimodal)
     dtype = _kv_dtype(spec, kv_cache_dtype)
     pre_load_free = gpu.memory_bytes - used_before_load_bytes
     weights = model_weights(spec) if weights_bytes is None else None

@@ -6,7 +6,9 @@ fraction sizes is ``kvplan.engines.sglang``'s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 from kvplan.units import MiB
 
@@ -49,7 +51,7 @@ def mem_fraction_static_auto(
 
     H100 (81,090 MiB), TP 1: 512 + 12,288 + 512 + 128 = 13,440 -> 0.834.
     B200 (182,642 MiB), TP 8, DP 8 attention: 512 + 24,576 + 1,024 + 1,024 + 12,288 + 6,144
-    = 45,568 -> 0.751. Multimodal models get a further adjustment, not modelled.
+    = 45,568 -> 0.751. Multimodal models then take ``vlm_mem_fraction``.
     """
     gpu_mem = Fraction(gpu_memory_bytes, MiB)
     default_chunk, default_bs = _default_prefill_and_graph_bs(gpu_mem, tp)
@@ -73,3 +75,20 @@ def mem_fraction_static_auto(
         elif speculative_algorithm.upper() != "NGRAM":
             reserved += 2 * 1024
     return float(round((gpu_mem - reserved) / gpu_mem, 3))
+
+
+def vlm_mem_fraction(fraction: float, block: Mapping[str, Any] | None) -> float:
+    """The automatic ``fraction`` as SGLang lowers it for a multimodal model (``block``, the
+    spec's ``multimodal``; None: a text model, unchanged): ``adjust_mem_fraction_for_vlm`` in
+    python/sglang/srt/server_args.py scales it by ``0.95 x`` a factor of the vision tower's
+    size against a ViT-L/14 (24 layers of 1,024): ``1 - 0.1 x (layers x hidden^2 / (24 x
+    1,024^2) - 1)``, kept within 0.8 and 1.05, reading ``vision_config``'s num_hidden_layers
+    (24 when the config has none, as Qwen-VL's ``depth``) and hidden_size (1,024), in floats.
+    Gemma 3's SigLIP (27 layers of 1,152): ratio 1.423828125, factor 0.9576171875."""
+    if block is None:
+        return fraction
+    layers: int = block.get("vision_num_hidden_layers", 24)
+    hidden: int = block.get("vision_hidden_size", 1024)
+    ratio = (layers * hidden**2) / (24 * 1024**2)
+    factor = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return fraction * (0.95 * factor)

@@ -33,13 +33,16 @@ Modality = Literal["image", "video", "audio"]
 MODALITIES: tuple[Modality, ...] = ("image", "video", "audio")
 
 _Tokens = Annotated[int, Ge(1), Le(MAX_TOKENS)]
+_Dim = Annotated[int, Ge(1), Le(MAX_DIM)]
 
 
 class Multimodal(TypedDict):
     """The encoder of a multimodal model (see the module docstring). Token counts are the
     embedding tokens one item puts into the language model; absent: the modality is not
     taken. ``embedding_width``: the values of one such token the encoder hands over, when
-    not ``hidden_size`` (Qwen3-VL's deepstack features: ``out_hidden_size x (1 + levels)``)."""
+    not ``hidden_size`` (Qwen3-VL's deepstack features: ``out_hidden_size x (1 + levels)``).
+    ``vision_num_hidden_layers``, ``vision_hidden_size``: ``vision_config``'s, where its config
+    class has them (SigLIP, Pixtral; Qwen-VL's towers say ``depth``), which SGLang reads."""
 
     modalities: list[Modality]
     encoder_parameters: Annotated[int, Ge(1), Le(MAX_PARAMETERS)]
@@ -48,7 +51,9 @@ class Multimodal(TypedDict):
     video_frame_tokens: NotRequired[_Tokens]
     video_max_frame_groups: NotRequired[_Tokens]
     audio_tokens: NotRequired[_Tokens]
-    embedding_width: NotRequired[Annotated[int, Ge(1), Le(MAX_DIM)]]
+    embedding_width: NotRequired[_Dim]
+    vision_num_hidden_layers: NotRequired[_Dim]
+    vision_hidden_size: NotRequired[_Dim]
 
 
 # Read by pydantic when the spec is checked: unknown keys refused, no "5" for 5.

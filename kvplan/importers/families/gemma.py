@@ -164,7 +164,12 @@ def _gemma3_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any
     stated = config.get("mm_tokens_per_image")
     tokens = whole(256 if stated is None else stated, "mm_tokens_per_image")
     encoder = _count_siglip(config, spec["hidden_size"])
-    return encoder_block(spec, encoder, {"image_tokens": tokens})
+    v = Reading(
+        "siglip_vision_model", mapping(config.get("vision_config"), "vision_config"), _SIGLIP
+    )
+    shape = {"vision_num_hidden_layers": size(v, "num_hidden_layers")}
+    shape["vision_hidden_size"] = size(v, "hidden_size")
+    return encoder_block(spec, encoder, {"image_tokens": tokens, **shape})
 
 
 register_multimodal("gemma3", _gemma3_multimodal)

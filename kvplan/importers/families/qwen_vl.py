@@ -92,7 +92,12 @@ def _multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
     return encoder_block(
         spec,
         _count_qwen2_5_vision(config),
-        {"image_tokens": tokens, "video_frame_tokens": tokens, "video_max_frame_groups": groups},
+        {
+            "image_tokens": tokens,
+            "video_frame_tokens": tokens,
+            "video_max_frame_groups": groups,
+            "vision_hidden_size": size(v, "hidden_size"),
+        },
     )
 
 
@@ -127,6 +132,7 @@ def _qwen3_vl_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, A
         "video_frame_tokens": group,
         "video_max_frame_groups": 1,
         "embedding_width": size(v, "out_hidden_size") * (1 + levels),
+        "vision_hidden_size": size(v, "hidden_size"),
     }
     return encoder_block(spec, encoder, tokens)
 
