@@ -111,23 +111,48 @@ def test_unmapped_error_points_at_the_registry() -> None:
     assert "docs/importers.md" in message
 
 
-# vLLM 0.32's text-generation registry (_TEXT_GENERATION_MODELS in
-# vllm/model_executor/models/registry.py), one class name a line.
-VLLM_TEXT = Path(__file__).parent / "data" / "vllm_0.32_text_generation_architectures.txt"
+# vLLM's text-generation registries (_TEXT_GENERATION_MODELS in
+# vllm/model_executor/models/registry.py, 0.32.0 and 0.33.0) and multimodal ones
+# (_MULTIMODAL_MODELS), one class name a line.
+DATA = Path(__file__).parent / "data"
+VLLM_TEXT = DATA / "vllm_0.32_text_generation_architectures.txt"
 VLLM_NAMES = VLLM_TEXT.read_text(encoding="utf-8").split()
+VLLM_033_NAMES = (DATA / "vllm_0.33_text_generation_architectures.txt").read_text().split()
+VLLM_MULTIMODAL = {
+    name
+    for version in ("0.32", "0.33")
+    for name in (DATA / f"vllm_{version}_multimodal_architectures.txt").read_text().split()
+}
 
 
 def test_vllm_registry_list_is_the_whole_registry() -> None:
     assert len(VLLM_NAMES) == len(set(VLLM_NAMES)) == 118
+    assert len(VLLM_033_NAMES) == len(set(VLLM_033_NAMES)) == 124
+    assert len(VLLM_MULTIMODAL) == 127  # 122 in 0.32; 0.33 keeps them and adds five
+
+
+def test_every_text_class_of_vllm_032_and_033_is_read() -> None:
+    """Issue 24: `kvplan architectures` covers every text-generation class vLLM 0.32 registers
+    and the six 0.33 adds; each is read by a rule with a fixture or a defaults test."""
+    read = {c for a in list_architectures() for c in a.architectures}
+    assert set(VLLM_NAMES) <= set(VLLM_033_NAMES)
+    assert sorted(set(VLLM_033_NAMES) - read) == []
 
 
 def test_second_half_of_the_vllm_registry_is_read() -> None:
-    """The model classes from InternLM2 to Qwen3 that vLLM 0.32 registers and kvplan reads;
-    every name is vLLM's own spelling (a class may serve two model_types: Kimi K2's config
-    names DeepseekV3ForCausalLM)."""
+    """The model classes from InternLM2 on that kvplan reads; every name is vLLM's own
+    spelling, text or multimodal (a class may serve two model_types: Kimi K2's config names
+    DeepseekV3ForCausalLM)."""
     second = {c for a in list_architectures() for c in a.architectures if c[0].upper() >= "I"}
-    assert second <= set(VLLM_NAMES), sorted(second - set(VLLM_NAMES))
+    known = set(VLLM_NAMES) | set(VLLM_033_NAMES) | VLLM_MULTIMODAL
+    assert second <= known, sorted(second - known)
     assert len(second) >= 24, sorted(second)
+
+
+def test_every_class_read_is_one_vllm_registers() -> None:
+    read = {c for a in list_architectures() for c in a.architectures}
+    known = set(VLLM_033_NAMES) | VLLM_MULTIMODAL
+    assert sorted(read - known) == []
 
 
 def test_engines_follow_the_classes() -> None:
