@@ -199,8 +199,8 @@ class ModelSpec:
     )
     state_dtype: Text = _key("dtype of recurrent state.", "float32")
     conv_dtype: Text | None = _key(
-        "dtype of linear_attention's convolution tail when not state_dtype (Kimi delta"
-        " attention: the model dtype, beside a float32 state).",
+        "dtype of a recurrent layer's convolution tail when not state_dtype (Kimi delta"
+        " attention, Nemotron-H Puzzle's Mamba2: the model dtype, beside a float32 state).",
         None,
     )
     num_parameters: Parameters | None = _key("Total parameters.", None)
@@ -509,7 +509,8 @@ class ModelSpec:
             d_inner = self.mamba_expand * self.hidden_size
             conv = d_inner * (d_conv - 1)
             ssm = d_inner * d_state
-        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype))
+        tail = None if self.conv_dtype is None else resolve_dtype(self.conv_dtype)
+        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype), tail)
 
     def _short_conv_state(self) -> RecurrentState:
         kernel = self.conv_L_cache or 3  # Lfm2Config's default
