@@ -262,12 +262,23 @@ def hybrid_layer_types(c: Config) -> int:
     raise Unknown("hybrid without layer_types")
 
 
+NEMOTRON_H_BLOCKS = {"attention": 1, "full_attention": 1, "mamba": 0, "linear_attention": 0}
+
+
 def nemotron_h(c: Config) -> int:
-    # hybrid_override_pattern: '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE.
-    pattern = c.get("hybrid_override_pattern")
-    if not isinstance(pattern, str):
-        raise Unknown("no hybrid_override_pattern")
-    return pattern.count("*") * _kv_layer(_kv_heads(c), _head_dim(c))
+    # hybrid_override_pattern: '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE; newer releases
+    # name each block in layers_block_type instead ('attention', 'mamba', 'moe', 'mlp').
+    pattern, blocks = c.get("hybrid_override_pattern"), c.get("layers_block_type")
+    if isinstance(pattern, str):
+        n = pattern.count("*")
+    elif isinstance(blocks, list):
+        unknown = [b for b in blocks if b not in NEMOTRON_H_BLOCKS and b not in ("moe", "mlp")]
+        if unknown:
+            raise Unknown(f"layers_block_type kind {unknown[0]!r}")
+        n = sum(NEMOTRON_H_BLOCKS.get(b, 0) for b in blocks)
+    else:
+        raise Unknown("neither hybrid_override_pattern nor layers_block_type")
+    return n * _kv_layer(_kv_heads(c), _head_dim(c))
 
 
 def jamba(c: Config) -> int:
