@@ -229,8 +229,10 @@ class ModelSpec:
         None,
     )
     multimodal: Multimodal | None = _key(
-        "A multimodal model's encoder: modalities, encoder_parameters, encoder_dtype,"
-        " image_tokens, video_frame_tokens, video_max_frame_groups, audio_tokens.",
+        "A multimodal model's encoder (kvplan.model.multimodal): modalities,"
+        " encoder_parameters, encoder_dtype, the most tokens an item yields (image_tokens,"
+        " video_frame_tokens x video_max_frame_groups, audio_tokens), embedding_width,"
+        " vision_num_hidden_layers, vision_hidden_size.",
         None,
     )
 
