@@ -179,6 +179,8 @@ def test_vllm_profiles_the_largest_item_and_holds_its_embeddings() -> None:
     assert (encoder.modality, encoder.budget_tokens, encoder.num_items) == ("image", 16384, 1)
     assert encoder.cache_bytes == 16384 * 2048 * 2 == 67_108_864
     result = _profile(spec, 32768)
+    log = result.to_engine_result().engine_log
+    assert (log["encoder_cache_budget_tokens"], log["encoder_cache_bytes"]) == (32768, 134_217_728)
     assert result.log_lines()[0] == (
         "Encoder cache will be initialized with a budget of 32768 tokens, and profiled with"
         " 1 video items of the maximum feature size."

@@ -175,6 +175,9 @@ class VllmResult:
             "max_concurrency": round(float(self.max_concurrency), 2),
             "available_kv_cache_gib": round(self.available_bytes / GiB, 2),
         }
+        if self.encoder is not None and self.encoder.modality is not None:
+            log["encoder_cache_budget_tokens"] = self.encoder.budget_tokens
+            log["encoder_cache_bytes"] = self.encoder.cache_bytes  # held while it profiles
         if self.fit_blocks < self.blocks_per_request:
             # vLLM refuses to start and prints the longest max_model_len that would fit
             log["estimated_max_model_len"] = estimated_max_model_len(self)
