@@ -11,6 +11,8 @@ layer caches one latent of ``kv_lora_rank + qk_rope_head_dim``.
 
 ``bailing_hybrid`` also names Ling / Ring 2.5 and 2.6 (BailingMoeV2_5ForCausalLM, lightning
 attention instead of KDA): a config whose ``architectures`` names that class is refused here.
+A model_type has one rule, so a rule for that class must join this registration, choosing by
+``architectures`` (``_check_class``), rather than register ``bailing_hybrid`` a second time.
 The defaults are transformers' BailingHybridConfig (configuration_bailing_hybrid.py), except
 ``head_dim``, which that class rewrites to ``qk_rope_head_dim`` after reading it while vLLM's
 KDA reads the value as the file states it.
