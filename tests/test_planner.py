@@ -488,3 +488,21 @@ def test_pool_note_explains_sliding_layers() -> None:
     assert "18 sliding_attention layers keep at most 144 tokens" in note
     dense = plan(kvplan.load_model("llama-3.1-8b"), find_gpu("h100"), max_model_len=8192)
     assert dense.pool_note() == ""
+
+
+def test_pool_note_says_nothing_of_layers_that_cache_nothing() -> None:
+    # one sliding (window 1,024), one full and two no_cache layers (Dory's MLP layers, NAS's
+    # no-op attention): the note names the sliding layer alone; a no_cache layer keeps no state
+    spec = parse_spec(
+        {
+            "name": "mixed", "num_hidden_layers": 4, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16",
+            "sliding_window": 1024, "num_parameters": 10**9,
+            "layer_types": ["sliding_attention", "no_cache", "full_attention", "no_cache"],
+        },
+        "mixed.yaml",
+    )
+    note = plan(spec, find_gpu("h100"), max_model_len=32_768).pool_note()
+    # cdiv(1,024, 16) + 1 = 65 blocks = 1,040 tokens
+    assert note.endswith("since its 1 sliding_attention layers keep at most 1,040 tokens")
+    assert "no_cache" not in note

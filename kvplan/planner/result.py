@@ -165,10 +165,11 @@ class Plan:
             return ""
         tokens = self.max_model_len
         t = self.tightest
-        bounded = [
+        bounded = [  # a layer that caches nothing (no_cache) keeps nothing to explain
             g
             for g in t.groups
-            if g.layer.max_tokens is not None or (g.state_bytes and not g.page_bytes)
+            if (g.page_bytes or g.state_bytes)
+            and (g.layer.max_tokens is not None or not g.page_bytes)
         ]
         if not bounded or not t.block_bytes:
             return ""
