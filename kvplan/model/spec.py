@@ -229,10 +229,8 @@ class ModelSpec:
         None,
     )
     multimodal: Multimodal | None = _key(
-        "A multimodal model's encoder (kvplan.model.multimodal): modalities,"
-        " encoder_parameters, encoder_dtype, the most tokens an item yields (image_tokens,"
-        " video_frame_tokens x video_max_frame_groups, audio_tokens), embedding_width,"
-        " vision_num_hidden_layers, vision_hidden_size.",
+        "A multimodal model's encoder: modalities, parameters, dtype and the most tokens an"
+        " item yields (the keys: docs/spec.md, kvplan.model.multimodal).",
         None,
     )
 

@@ -77,7 +77,7 @@ def render_spec_doc(text: str) -> str:
 
 
 def main() -> int:
-    path = Path(__file__).resolve().parent.parent / "docs" / "spec.md"
+    path = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
     path.write_text(render_spec_doc(path.read_text(encoding="utf-8")), encoding="utf-8")
     print(f"wrote {path.name}")
     return 0
