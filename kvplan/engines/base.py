@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kvplan.errors import UnknownEngineError
+from kvplan.errors import UnitError, UnknownEngineError
 
-__all__ = ["ENGINE_NAMES", "EngineResult", "UnknownEngineError"]
+__all__ = ["ENGINE_NAMES", "EngineResult", "UnknownEngineError", "refuse_unread_kinds"]
+
+#: The layer kinds that every engine profile reads (or refuses by name itself). A kind past
+#: them (DeepSeek V4's compressed latents, MiniMax M3's sparse indexer: kvplan.model.sparse)
+#: is modelled only where an engine's rules say so, and refused everywhere else.
+READ_KINDS = frozenset(
+    {
+        "full_attention", "sliding_attention", "chunked_attention", "mla_latent", "mamba",
+        "linear_attention", "short_conv", "attention_mamba", "no_cache", "kv_shared",
+    }
+)  # fmt: skip
+
+
+def refuse_unread_kinds(layers: Iterable[object], profile: str) -> None:
+    """Raise UnitError naming the first layer kind past READ_KINDS: a profile must never size
+    a cache it does not model as nothing (``profile``: "SGLang profile", ...)."""
+    for layer in layers:
+        kind = str(getattr(layer, "kind", ""))
+        if kind not in READ_KINDS:
+            raise UnitError(
+                f"{profile}: {kind} layers are not modelled (the ideal cache, `kvplan calc`"
+                " with no engine, gives their exact bytes)"
+            )
 
 #: Engines with a profile. ``ideal`` is the core formula with no engine rules.
 ENGINE_NAMES = (

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from kvplan.arguments import as_flag, as_int, as_str, as_tokens
 from kvplan.catalog.lookup import as_spec
-from kvplan.engines.base import EngineResult
+from kvplan.engines.base import EngineResult, refuse_unread_kinds
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.model.layers import (
     ChunkedLocalAttention,
@@ -388,6 +388,7 @@ _CACHE_TYPE = "a ggml cache type such as 'f16' or 'q8_0'"
 
 def _layer_rows(spec: ModelSpec, s: _Settings) -> _Rows:
     """Sort the layers into llama.cpp's memory modules and sum each one's row bytes."""
+    refuse_unread_kinds(spec.layers, "llama.cpp profile")
     split_swa = not s.ik and (s.build is None or s.build >= _BUILD_SWA)
     rows = _Rows()
     for layer in spec.layers:

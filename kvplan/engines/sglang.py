@@ -41,7 +41,7 @@ from fractions import Fraction
 
 from kvplan.arguments import as_int, as_parallel, as_real, check_flags, check_ints
 from kvplan.catalog.lookup import as_spec
-from kvplan.engines.base import EngineResult
+from kvplan.engines.base import EngineResult, refuse_unread_kinds
 from kvplan.engines.sglang_memory import (  # re-exported: callers read it from here
     mem_fraction_static_auto as mem_fraction_static_auto,
 )
@@ -73,6 +73,7 @@ def _kv_dtype(spec: ModelSpec, kv_cache_dtype: str | None) -> DType:
     """The cache dtype: ``auto``/None is the model dtype; SGLang stores whole elements only."""
     if any(layer.kind == "attention_mamba" for layer in spec.layers):
         raise UnitError("SGLang profile: layers with attention and Mamba2 state are not modelled")
+    refuse_unread_kinds(spec.layers, "SGLang profile")
     dtype = cache_dtypes(spec, "sglang", kv_cache_dtype=kv_cache_dtype).k
     name = dtype.name
     if dtype.block_values != 1:

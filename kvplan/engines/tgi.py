@@ -36,7 +36,7 @@ from kvplan.arguments import (
     as_str,
 )
 from kvplan.catalog.lookup import as_spec
-from kvplan.engines.base import EngineResult
+from kvplan.engines.base import EngineResult, refuse_unread_kinds
 from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -68,6 +68,7 @@ def block_bytes(spec: ModelSpec, *, block_size: int, dtype: DType, tp: int = 1) 
 
     Llama 3.1 8B, bf16, paged: 32 layers x 16 x 8 x 128 x 2 x 2 B = 2,097,152 B.
     """
+    refuse_unread_kinds(spec.layers, "TGI profile")
     total = 0
     for layer in spec.layers:
         match layer:
