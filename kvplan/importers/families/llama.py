@@ -8,14 +8,19 @@ applies to every layer. Mistral's config class alone fills a missing window in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from kvplan.importers.parameters import (
     Count,
     decoder,
+    encoder_block,
     flag,
     linear,
     mlp,
     norm,
     plain,
+    register_multimodal,
     shapes,
     size,
     vision,
@@ -60,6 +65,7 @@ _PIXTRAL = {
     "num_attention_heads": 16,
     "num_channels": 3,
     "patch_size": 16,
+    "image_size": 1024,
 }
 
 
@@ -81,6 +87,24 @@ def _count_pixtral(config: Config, text_hidden: int) -> Count:
     projector = norm(h) + linear(h * merge * merge, h)
     projector += linear(h * num_used, text_hidden, bias) + linear(text_hidden, text_hidden, bias)
     return vision(tower + projector)
+
+
+def _mistral3_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Images only. vLLM 0.32's mistral3.py profiles a square image of the processor's
+    ``longest_edge`` (the released preprocessor_config.json's 1,540, which config.json states as
+    ``vision_config.image_size``) and cuts it into merged patches of ``patch_size x
+    spatial_merge_size`` pixels, ``(edge - 1) // merged + 1`` a side; each is one embedding
+    (the break and end tokens between rows carry none). Mistral Small 3.1: 28-pixel merged
+    patches, 1,539 // 28 + 1 = 55 a side, 55 x 55 = 3,025 tokens."""
+    v = Reading("pixtral", mapping(config.get("vision_config"), "vision_config"), _PIXTRAL)
+    edge = size(v, "image_size")
+    merge = size(Reading("mistral3", config), "spatial_merge_size", default=2)
+    merged = size(v, "patch_size") * merge
+    side = (edge - 1) // merged + 1
+    shape = {"vision_num_hidden_layers": size(v, "num_hidden_layers")}
+    shape["vision_hidden_size"] = size(v, "hidden_size")
+    encoder = _count_pixtral(config, spec["hidden_size"])
+    return encoder_block(spec, encoder, {"image_tokens": side * side, **shape})
 
 
 def _count_cohere(r: Reading) -> Count:
@@ -155,6 +179,7 @@ register_wrapper(
     "Mistral 3 with vision: the text model in text_config",
     vision=_count_pixtral,
 )
+register_multimodal("mistral3", _mistral3_multimodal)
 register(
     FAMILY,
     "cohere",

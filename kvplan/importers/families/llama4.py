@@ -7,15 +7,21 @@ then derives it from ``no_rope_layer_interval`` (default 4: every fourth layer i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import SpecError
 from kvplan.importers.parameters import (
     Count,
     decoder,
+    encoder_block,
     flag,
     linear,
     mlp,
     moe,
     norm,
     plain,
+    register_multimodal,
     shapes,
     size,
     vision,
@@ -58,7 +64,11 @@ _VISION = {
     "projector_input_dim": 4096,
     "projector_output_dim": 4096,
     "vision_output_dim": 7680,
+    "pixel_shuffle_ratio": 0.5,
 }
+#: Llama4ImageProcessorFast's ``max_patches`` (the released preprocessor_config.json's 16): the
+#: most tiles of ``image_size`` one image is cut into, besides its global tile.
+_MAX_TILES = 16
 
 
 def _count_llama4(r: Reading) -> Count:
@@ -95,6 +105,24 @@ def _count_vision(config: Config, text_hidden: int) -> Count:
     return vision(tower + adapter + projector)
 
 
+def _llama4_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Images only, as vLLM 0.32's mllama4.py counts its largest one: a 16:1 image of
+    ``_MAX_TILES`` tiles of ``image_size`` plus the global tile (``1 + 16`` chunks), each
+    ``(image_size // patch_size)^2`` patches shuffled down by ``1 / pixel_shuffle_ratio^2``
+    (``get_patch_per_chunk``). Scout: 336 // 14 = 24, 576 / 4 = 144 a tile, 17 x 144 = 2,448."""
+    tower = mapping(config.get("vision_config"), "vision_config")
+    v = Reading("llama4_vision_model", tower, _VISION)
+    ratio = v.get("pixel_shuffle_ratio")
+    if ratio not in (0.5, 0.25, 1, 1.0):
+        raise SpecError("", ["vision_config.pixel_shuffle_ratio: must be 0.5, 0.25 or 1"])
+    shuffle = {0.5: 4, 0.25: 16}.get(ratio, 1)
+    per_tile = (size(v, "image_size") // size(v, "patch_size")) ** 2 // shuffle
+    shape = {"vision_num_hidden_layers": size(v, "num_hidden_layers")}
+    shape["vision_hidden_size"] = size(v, "hidden_size")
+    tokens = {"image_tokens": (_MAX_TILES + 1) * per_tile, **shape}
+    return encoder_block(spec, _count_vision(config, spec["hidden_size"]), tokens)
+
+
 register(
     FAMILY,
     "llama4_text",
@@ -114,3 +142,4 @@ register_wrapper(
     "Llama 4: the text model in text_config",
     vision=_count_vision,
 )
+register_multimodal("llama4", _llama4_multimodal)
