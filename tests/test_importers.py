@@ -84,8 +84,6 @@ FROM_DEFAULTS = {
     "flint": "test_arch_v033.py",
     "step5": "test_arch_v033.py",
     "minimax_m3_text": "test_arch_sparse.py",
-    "qwen3_vl_moe": "test_multimodal.py",
-    "qwen3_vl_moe_text": "test_multimodal.py",
     "bailing_hybrid": "test_arch_delta.py",
     "hy_v4": "test_arch_delta.py",
     "k2_horizon": "test_arch_delta.py",

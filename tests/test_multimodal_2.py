@@ -106,3 +106,55 @@ def test_an_unknown_pixel_shuffle_ratio_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(SpecError, match=r"vision_config\.pixel_shuffle_ratio"):
         import_config(path)
+
+
+def _qwen3_vl_tower(out_hidden: int) -> int:
+    """Qwen3-VL's 27-block tower (8B, 32B, the MoE releases): hidden 1,152, MLP 4,304, patches
+    of 16 over 2 frames, 2,304 learned positions; a merger over 2 x 2 patches (4,608) to
+    ``out_hidden`` and three deepstack mergers, whose LayerNorm spans the 4,608 merged values."""
+    embed = 3 * 2 * 16 * 16 * 1152 + 1152 + 2304 * 1152  # Conv3d with bias, position table
+    block = (
+        4 * 1152
+        + (1152 * 3456 + 3456)
+        + (1152 * 1152 + 1152)
+        + (1152 * 4304 + 4304)
+        + (4304 * 1152 + 1152)
+    )
+    assert block == 15_239_504
+    merger = 2 * 1152 + (4608 * 4608 + 4608) + (4608 * out_hidden + out_hidden)
+    deepstack = 3 * (merger + 2 * 4608 - 2 * 1152)
+    return embed + 27 * block + merger + deepstack
+
+
+@pytest.mark.parametrize(
+    ("name", "out_hidden", "levels"),
+    [
+        ("qwen3-vl-8b", 4096, 4),
+        ("qwen3-vl-32b", 5120, 4),
+        ("qwen3-vl-30b-a3b", 2048, 4),
+        ("qwen3-vl-235b-a22b", 4096, 4),
+    ],
+    ids=[
+        "qwen3-vl-8b: 576,388,336 tower; 4,096 x (1 + 3 deepstack) values a token",
+        "qwen3-vl-32b: merger to 5,120; 20,480 values a token",
+        "qwen3-vl-30b-a3b: merger to 2,048; 8,192 values a token",
+        "qwen3-vl-235b-a22b: the 8B tower; 16,384 values a token",
+    ],
+)
+def test_the_bundled_qwen3_vl_blocks(name: str, out_hidden: int, levels: int) -> None:
+    block = load_model(name).multimodal
+    assert block is not None
+    # images up to 16,777,216 pixels in merged patches of 32 x 32; a video group of 2 frames
+    # of 25,165,824 // 2 pixels; both as tests/test_multimodal.py derives them for 4B
+    assert block == {
+        "modalities": ["image", "video"],
+        "encoder_parameters": _qwen3_vl_tower(out_hidden),
+        "encoder_dtype": "bfloat16",
+        "image_tokens": 16_777_216 // (32 * 32),
+        "video_frame_tokens": 25_165_824 // 2 // (32 * 32),
+        "video_max_frame_groups": 1,
+        "embedding_width": out_hidden * levels,
+        "vision_hidden_size": 1152,
+    }
+    assert import_config(FIXTURES / name / "config.json").spec.multimodal == block
+    assert _qwen3_vl_tower(4096) == 576_388_336
