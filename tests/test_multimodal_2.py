@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 
 from kvplan.catalog.lookup import load_model
+from kvplan.engines import vllm
 from kvplan.errors import SpecError
+from kvplan.hardware.lookup import find_gpu
 from kvplan.importers import import_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+H100 = find_gpu("h100")
 
 
 def _pixtral_tower(layers: int = 24) -> int:
@@ -158,3 +161,23 @@ def test_the_bundled_qwen3_vl_blocks(name: str, out_hidden: int, levels: int) ->
     }
     assert import_config(FIXTURES / name / "config.json").spec.multimodal == block
     assert _qwen3_vl_tower(4096) == 576_388_336
+
+
+def test_vllm_profiles_two_pixtral_images_at_8192() -> None:
+    # Mistral Small 3.1 at 8,192: 3,025 tokens an image; budget max(8,192, 3,025) = 8,192 holds
+    # 8,192 // 3,025 = 2; a prompt holds min(999, 8,192 // 3,025) = 2: 2 images of 3,025
+    # tokens x 5,120 (text hidden) x 2 B
+    profile = vllm.profile(load_model("mistral-small-3.1-24b"), H100, vllm.config(8192))
+    encoder = profile.encoder
+    assert encoder is not None
+    assert (encoder.modality, encoder.budget_tokens, encoder.num_items) == ("image", 8192, 2)
+    assert encoder.cache_bytes == 2 * 3025 * 5120 * 2 == 61_952_000
+
+
+def test_vllm_profiles_llama4_images_of_17_tiles() -> None:
+    # Llama 4 Scout at 32,768: 2,448 tokens an image; budget max(8,192, 2,448) = 8,192 holds
+    # 8,192 // 2,448 = 3 (a prompt holds 32,768 // 2,448 = 13): 3 x 2,448 x 5,120 x 2 B
+    encoder = vllm.profile(load_model("llama-4-scout"), H100, vllm.config(32768)).encoder
+    assert encoder is not None
+    assert (encoder.modality, encoder.budget_tokens, encoder.num_items) == ("image", 8192, 3)
+    assert encoder.cache_bytes == 3 * 2448 * 5120 * 2 == 75_202_560
