@@ -181,3 +181,42 @@ def test_vllm_profiles_llama4_images_of_17_tiles() -> None:
     assert encoder is not None
     assert (encoder.modality, encoder.budget_tokens, encoder.num_items) == ("image", 8192, 3)
     assert encoder.cache_bytes == 3 * 2448 * 5120 * 2 == 75_202_560
+
+
+@pytest.mark.parametrize(
+    ("name", "out_hidden"),
+    [
+        ("qwen3.5-9b", 4096),
+        ("qwen3.5-27b", 5120),
+        ("qwen3.5-35b-a3b", 2048),
+        ("qwen3.5-122b-a10b", 3072),
+        ("qwen3.5-397b-a17b", 4096),
+    ],
+    ids=[
+        "qwen3.5-9b: the Qwen3-VL tower less its 3 deepstack mergers, 456,010,480",
+        "qwen3.5-27b: merger to 5,120",
+        "qwen3.5-35b-a3b: merger to 2,048",
+        "qwen3.5-122b-a10b: merger to 3,072",
+        "qwen3.5-397b-a17b: merger to 4,096",
+    ],
+)
+def test_the_qwen3_5_blocks_take_qwen3_vl_sizes_without_deepstack(
+    name: str, out_hidden: int
+) -> None:
+    # vLLM's qwen3_5.py reuses Qwen3-VL's processing info; the released processor files state
+    # 16,777,216 image pixels and 25,165,824 a video group, patches of 16 merged 2 x 2
+    merger = 2 * 1152 + (4608 * 4608 + 4608) + (4608 * out_hidden + out_hidden)
+    deepstack = 3 * (merger + 2 * 4608 - 2 * 1152)
+    tower = _qwen3_vl_tower(out_hidden) - deepstack
+    block = load_model(name).multimodal
+    assert block == {
+        "modalities": ["image", "video"],
+        "encoder_parameters": tower,
+        "encoder_dtype": "bfloat16",
+        "image_tokens": 16_384,
+        "video_frame_tokens": 12_288,
+        "video_max_frame_groups": 1,
+        "vision_hidden_size": 1152,
+    }
+    assert import_config(FIXTURES / name / "config.json").spec.multimodal == block
+    assert _qwen3_vl_tower(4096) - 3 * (40_119_040 + 6912) == 456_010_480

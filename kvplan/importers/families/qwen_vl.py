@@ -23,7 +23,7 @@ Qwen3-VL (registered in qwen.py: Qwen3 in ``text_config``, Qwen3.5's tower plus 
 deepstack layer) takes images up to 16,777,216 pixels, 16,384 tokens of 32 x 32 (patches of 16
 merged 2 x 2), and video groups of 2 frames of 12,582,912 pixels, 12,288 tokens, one group in
 vLLM's dummy video; each token hands over ``out_hidden_size`` values per deepstack level and one
-more (Qwen3-VL 4B: 2,560 x 4).
+more (Qwen3-VL 4B: 2,560 x 4). Qwen3.5 takes the same sizes and has no deepstack levels.
 """
 
 from __future__ import annotations
@@ -131,9 +131,10 @@ def _qwen3_vl_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, A
         "image_tokens": _QWEN3_MAX_PIXELS // (unit * unit),
         "video_frame_tokens": group,
         "video_max_frame_groups": 1,
-        "embedding_width": size(v, "out_hidden_size") * (1 + levels),
-        "vision_hidden_size": size(v, "hidden_size"),
     }
+    if levels:  # Qwen3.5 has none: a token is out_hidden_size, the text width, wide
+        tokens["embedding_width"] = size(v, "out_hidden_size") * (1 + levels)
+    tokens["vision_hidden_size"] = size(v, "hidden_size")
     return encoder_block(spec, encoder, tokens)
 
 
@@ -146,5 +147,8 @@ register(
     architectures=("Qwen2_5_VLForConditionalGeneration",),
 )
 register_multimodal("qwen2_5_vl", _multimodal)
-for _wrapper in ("qwen3_vl", "qwen3_vl_moe"):
+# Qwen3.5 (dense and MoE): vLLM's qwen3_5.py reuses Qwen3-VL's processing info, and the
+# released preprocessor_config.json and video_preprocessor_config.json (Qwen/Qwen3.5-9B,
+# Qwen/Qwen3.5-35B-A3B) state Qwen3-VL's sizes: the same tokens, without deepstack levels.
+for _wrapper in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
     register_multimodal(_wrapper, _qwen3_vl_multimodal)
