@@ -15,6 +15,8 @@ import pytest
 
 from kvplan.catalog.lookup import load_model
 from kvplan.engines import vllm
+from kvplan.engines.vllm_config import with_batch_defaults
+from kvplan.engines.vllm_multimodal import encoder_profile
 from kvplan.errors import SpecError
 from kvplan.hardware.lookup import find_gpu
 from kvplan.importers import import_config
@@ -220,3 +222,49 @@ def test_the_qwen3_5_blocks_take_qwen3_vl_sizes_without_deepstack(
     }
     assert import_config(FIXTURES / name / "config.json").spec.multimodal == block
     assert _qwen3_vl_tower(4096) - 3 * (40_119_040 + 6912) == 456_010_480
+
+
+def _gemma4_encoder(text_hidden: int) -> int:
+    """Gemma 4's vision tower (31B and 26B-A4B alike): 27 layers of 1,152, 16 heads of 72 (as
+    many K/V heads), a gated MLP of 4,304, q and k RMSNorms, four RMSNorms a layer; patches of
+    16 without bias, a two-axis table of 10,240 positions; a 1,152 x text projector."""
+    layer = 1152 * 48 * 72 + 1152 * 1152 + 2 * 72 + 3 * 1152 * 4304 + 4 * 1152
+    assert layer == 20_187_792
+    return 3 * 16 * 16 * 1152 + 2 * 10240 * 1152 + 27 * layer + 1152 * text_hidden
+
+
+@pytest.mark.parametrize(
+    ("name", "text_hidden", "encoder"),
+    [("gemma-4-31b", 5376, 575_741_232), ("gemma-4-26b-a4b", 2816, 572_792_112)],
+    ids=["gemma-4-31b: projector to 5,376", "gemma-4-26b-a4b: projector to 2,816"],
+)
+def test_the_gemma4_block_counts_280_token_images_and_32_frame_videos(
+    name: str, text_hidden: int, encoder: int
+) -> None:
+    assert _gemma4_encoder(text_hidden) == encoder
+    # vLLM gemma4_mm.py: an image is default_output_length 280 soft tokens; a video 32 frames
+    # of 70 soft tokens, a begin, an end and ~6 timestamp tokens: 32 x 78 = 2,496
+    block = load_model(name).multimodal
+    assert block == {
+        "modalities": ["image", "video"],
+        "encoder_parameters": encoder,
+        "encoder_dtype": "bfloat16",
+        "image_tokens": 280,
+        "video_frame_tokens": 78,
+        "video_max_frame_groups": 32,
+        "vision_num_hidden_layers": 27,
+        "vision_hidden_size": 1152,
+    }
+    assert import_config(FIXTURES / name / "config.json").spec.multimodal == block
+
+
+def test_vllm_profiles_three_gemma4_videos_at_32768() -> None:
+    # Gemma 4 31B at 32,768: a video of 2,496 tokens is the largest item; budget max(8,192,
+    # 2,496) = 8,192 holds 8,192 // 2,496 = 3 (a prompt holds 32,768 // 2,496 = 13):
+    # 3 x 2,496 tokens x 5,376 (text hidden) x 2 B
+    # (the whole profile refuses Gemma 4's unequal pages; the encoder's part is read alone)
+    cfg = with_batch_defaults(vllm.config(32768), H100)
+    encoder = encoder_profile(load_model("gemma-4-31b"), cfg, "bfloat16")
+    assert encoder is not None
+    assert (encoder.modality, encoder.tokens_per_item, encoder.num_items) == ("video", 2496, 3)
+    assert encoder.cache_bytes == 3 * 2496 * 5376 * 2 == 80_510_976

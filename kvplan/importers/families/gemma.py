@@ -331,6 +331,29 @@ def _count_gemma4_vision(config: Config, text_hidden: int) -> Count:
     return vision(tower + plain(h * text_hidden))
 
 
+#: vLLM's gemma4_mm.py: a video is at most 32 frames (``_VIDEO_MAX_FRAMES``), each 70 soft
+#: tokens (``_VIDEO_MAX_SOFT_TOKENS``) plus its begin, end and about 6 timestamp tokens.
+_GEMMA4_VIDEO_FRAMES = 32
+_GEMMA4_FRAME_TOKENS = 70 + 2 + 6
+
+
+def _gemma4_multimodal(config: Config, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Images and video, as vLLM's gemma4_mm.py ``get_mm_max_tokens_per_item`` counts them:
+    an image is ``vision_config.default_output_length`` soft tokens (280), a video 32 frames of
+    78 tokens (2,496), one frame a group. The audio tower is refused by the count."""
+    encoder = _count_gemma4_vision(config, spec["hidden_size"])
+    tower = mapping(config.get("vision_config"), "vision_config")
+    v = Reading("gemma4_vision", tower, {**_GEMMA4_VISION, "default_output_length": 280})
+    tokens = {
+        "image_tokens": size(v, "default_output_length"),
+        "video_frame_tokens": _GEMMA4_FRAME_TOKENS,
+        "video_max_frame_groups": _GEMMA4_VIDEO_FRAMES,
+        "vision_num_hidden_layers": size(v, "num_hidden_layers"),
+        "vision_hidden_size": size(v, "hidden_size"),
+    }
+    return encoder_block(spec, encoder, tokens)
+
+
 register(
     FAMILY,
     "gemma3n_text",
@@ -365,3 +388,4 @@ register_wrapper(
     vision=_count_gemma4_vision,
     engines=("vllm",),  # vLLM Gemma4ForConditionalGeneration, a multimodal class
 )
+register_multimodal("gemma4", _gemma4_multimodal)
