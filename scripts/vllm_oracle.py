@@ -124,6 +124,18 @@ CASES: list[dict[str, object]] = [
     {"name": "refused-hrm-text-1b", "fixture": "hrm-text-1b",
      "kind": "full (MHA, recurrent stacks), refused", "kv_bytes": 2048 * MiB,
      "max_model_len": 4096, "block_size": 128, "overrides": {"hidden_size": 1536}},
+    # the 2026 cache kinds: does the CPU build start them at all?
+    {"name": "gqa-gemma-3-270m", "fixture": "gemma-3-270m", "kind": "sliding/full 5:1, 270M",
+     "kv_bytes": 512 * MiB, "max_model_len": 8192, "block_size": 128},
+    {"name": "kda-kimi-linear-48b-a3b", "fixture": "kimi-linear-48b-a3b-instruct",
+     "kind": "KDA state + MLA", "kv_bytes": 1024 * MiB, "max_model_len": 8192,
+     "block_size": 128},
+    {"name": "compressed-deepseek-v4-flash", "fixture": "deepseek-v4-flash",
+     "kind": "compressed MLA (sliding latent window, ratio 4 and 128 entries)",
+     "kv_bytes": 2048 * MiB, "max_model_len": 8192, "block_size": 64},
+    {"name": "compressed-deepseek-v4-flash-8g", "fixture": "deepseek-v4-flash",
+     "kind": "compressed MLA, a pool that holds requests", "kv_bytes": 8192 * MiB,
+     "max_model_len": 8192, "block_size": 256},
 ]
 
 #: config keys that size weights but no cache, shrunk to these values when present
