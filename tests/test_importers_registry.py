@@ -179,3 +179,25 @@ def test_sizes_in_a_nested_config_the_type_does_not_read_are_refused() -> None:
     config["text_config"] |= {"num_attention_heads": 32, "num_key_value_heads": 8}
     spec, _ = spec_from_config(config, "x/config.json")
     assert (spec["num_hidden_layers"], spec["hidden_size"]) == (26, 3072)
+
+
+@pytest.mark.parametrize(
+    ("name_or_path", "hf_id"),
+    [
+        ("lmsys/vicuna-13b-v1.5", "lmsys/vicuna-13b-v1.5"),
+        ("vicuna-13b-v1.5-16k/", None),  # the folder a fine-tune was saved from
+        ("./out/checkpoint", None),
+        ("/data/ckpt", None),
+        ("org/.hidden", None),
+    ],
+)
+def test_only_a_hub_shaped_name_or_path_becomes_the_hf_id(
+    tmp_path: Path, name_or_path: str, hf_id: str | None
+) -> None:
+    config = {
+        "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+        "hidden_size": 256, "torch_dtype": "bfloat16", "_name_or_path": name_or_path,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert import_config(path).spec.hf_id == hf_id

@@ -10,6 +10,7 @@ value of a type or range no rule anticipated is a SpecError naming the file, not
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -151,6 +152,16 @@ def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
     return model_type, rule, text, notes
 
 
+def _looks_like_hub_id(text: str) -> bool:
+    """Whether a config's ``_name_or_path`` names a Hub repository (``org/name``), not the
+    folder it was saved from (``vicuna-13b-v1.5-16k/``, ``./out``, ``/data/ckpt``)."""
+    org, slash, name = text.partition("/")
+    return bool(slash) and all(
+        part and _HUB_PART.fullmatch(part) and not part.startswith(".") for part in (org, name)
+    )
+
+
+_HUB_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 _LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
@@ -290,7 +301,7 @@ def import_config(
     label = name or (hf_id.rsplit("/", 1)[-1].lower() if hf_id else _default_name(path, config))
     ordered: dict[str, Any] = {"name": label}
     hub = hf_id or config.get("_name_or_path")
-    if isinstance(hub, str) and hub.count("/") == 1 and not hub.startswith((".", "/")):
+    if isinstance(hub, str) and (hub == hf_id or _looks_like_hub_id(hub)):
         ordered["hf_id"] = hub
     origin = f"{hf_id} {CONFIG_NAME}" if hf_id else shown
     ordered["source"] = origin + (f"; {'; '.join(notes)}" if notes else "")
