@@ -17,9 +17,8 @@ from kvplan import estimate
 from kvplan.engines.vllm import layout
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.errors import SpecError
-from kvplan.importers import parameters_from_config, registry
+from kvplan.importers import parameters_from_config
 from kvplan.importers.config import spec_from_config
-from kvplan.importers.families import bailing
 from kvplan.importers.registry import list_architectures
 from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
 from kvplan.model.spec import ModelSpec, parse_spec
@@ -394,13 +393,6 @@ _LING_25: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def ling_25(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``bailing_hybrid`` read by Ling 2.5's rule (the registry holds Ling 3.0's for the type)."""
-    monkeypatch.setitem(registry._RULES, "bailing_hybrid", bailing.V25_RULE)
-
-
-@pytest.mark.usefixtures("ling_25")
 def test_ling_25_caches_mla_and_a_lightning_state() -> None:
     spec = _import(_LING_25)
     kinds = ["linear_attention"] * 3 + ["mla_latent"]
@@ -414,7 +406,6 @@ def test_ling_25_caches_mla_and_a_lightning_state() -> None:
     assert {(page.kind, page.token_bytes) for page in pages} == {("mamba", 524_288), ("mla", 1152)}
 
 
-@pytest.mark.usefixtures("ling_25")
 def test_ling_25_parameters() -> None:
     # embeddings and head 2 x 5,000 x 2,048 = 20,480,000; two RMSNorms 4,096 a layer
     # lightning: query_key_value 2,048 x 6,144 = 12,582,912, q/k norms 256, g_proj and dense
@@ -433,7 +424,6 @@ def test_ling_25_parameters() -> None:
     assert count.inactive == 7 * 12 * 3_145_728
 
 
-@pytest.mark.usefixtures("ling_25")
 def test_ling_25_without_a_group_is_all_mla() -> None:
     # layer_group_size absent: vLLM's getattr default 1, every (i + 1) % 1 == 0: all MLA
     config = {k: v for k, v in _LING_25.items() if k != "layer_group_size"}
@@ -442,7 +432,6 @@ def test_ling_25_without_a_group_is_all_mla() -> None:
     assert estimate(spec, 10).kv_cache_bytes == 8 * 1152 * 10
 
 
-@pytest.mark.usefixtures("ling_25")
 def test_ling_25_refuses_a_config_without_kv_lora_rank() -> None:
     config = {k: v for k, v in _LING_25.items() if k != "kv_lora_rank"}
     with pytest.raises(SpecError, match="kv_lora_rank: required"):

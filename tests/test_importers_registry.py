@@ -18,7 +18,7 @@ from kvplan.importers import (
     spec_from_config,
     supported_model_types,
 )
-from kvplan.importers.registry import LAYER_KINDS, register
+from kvplan.importers.registry import LAYER_KINDS, register, register_class_rule
 from kvplan.importers.rules import Rule
 from kvplan.model.layers import LAYER_KINDS as SPEC_LAYER_KINDS
 
@@ -201,3 +201,14 @@ def test_only_a_hub_shaped_name_or_path_becomes_the_hf_id(
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert import_config(path).spec.hf_id == hf_id
+
+
+def test_two_classes_of_one_type_each_take_their_rule() -> None:
+    # Ling 3.0 and Ling 2.5/2.6 both name model_type bailing_hybrid; the class decides
+    hybrid = BY_TYPE["bailing_hybrid"]
+    assert hybrid.architectures == ("BailingMoeV3ForCausalLM", "BailingMoeV2_5ForCausalLM")
+    assert set(hybrid.layer_kinds) == {"linear_attention", "mla_latent"}
+    with pytest.raises(ValueError, match="given twice"):
+        register_class_rule(
+            "bailing_hybrid", "BailingMoeV2_5ForCausalLM", Rule(), ("mla_latent",), "again"
+        )

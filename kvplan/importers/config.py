@@ -134,10 +134,10 @@ def _text_model(config: Config) -> tuple[str, Rule, Config, list[str]]:
             break
     if text is config:
         _refuse_unread_nesting(config, outer_type)
-    rule = rule_for(model_type) if isinstance(model_type, str) else None
+    classes = config.get("architectures")
+    rule = rule_for(model_type, classes) if isinstance(model_type, str) else None
     if not isinstance(model_type, str) or rule is None:
         shown = abbreviate(model_type if isinstance(model_type, str) else stated)
-        classes = config.get("architectures")
         named = [c for c in classes if isinstance(c, str)] if isinstance(classes, list) else []
         also = f" (config.json architectures: {abbreviate(', '.join(named))})" if named else ""
         raise SpecError(

@@ -8,7 +8,7 @@ and there is no cycle: families -> registry -> rules -> reading.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.importers.parameters import VisionCounter
 from kvplan.importers.rules import Rule
@@ -26,6 +26,7 @@ LAYER_KINDS = (
     "attention_mamba",
     "compressed_attention",
     "sparse_attention",
+    "indexed_attention",
     "no_cache",
 )
 
@@ -51,6 +52,7 @@ _RULES: dict[str, Rule] = {}
 _WRAPPED: dict[str, str] = {}  # wrapper model_type -> the model_type of its text model
 _ARCHITECTURES: dict[str, Architecture] = {}
 _VISION: dict[str, VisionCounter] = {}  # wrapper model_type -> its vision tower's count
+_CLASS_RULES: dict[tuple[str, str], Rule] = {}  # (model_type, class) -> the class's own rule
 
 
 #: The engine names an ``Architecture`` may list.
@@ -118,13 +120,42 @@ def register_wrapper(
         _VISION[model_type] = vision
 
 
+def register_class_rule(
+    model_type: str, class_name: str, rule: Rule, layer_kinds: tuple[str, ...], notes: str
+) -> None:
+    """A second rule for an already registered ``model_type``, chosen when config.json's
+    ``architectures`` names ``class_name``: two models that share a type (Ling 2.5's
+    BailingMoeV2_5ForCausalLM and Ling 3.0's BailingMoeV3ForCausalLM are both
+    ``bailing_hybrid``). The type's Architecture lists the class, its layer kinds and a note."""
+    known = _ARCHITECTURES[model_type]
+    if class_name in known.architectures or not notes or "\n" in notes:
+        raise ValueError(f"model_type {model_type!r}: class {class_name!r} given twice, or notes")
+    unknown = sorted(set(layer_kinds) - set(LAYER_KINDS))
+    if unknown:
+        raise ValueError(f"model_type {model_type!r}: layer kinds {unknown} not in {LAYER_KINDS}")
+    kinds = tuple(dict.fromkeys((*known.layer_kinds, *layer_kinds)))
+    _ARCHITECTURES[model_type] = replace(
+        known,
+        layer_kinds=kinds,
+        notes=f"{known.notes}; {notes}",
+        architectures=(*known.architectures, class_name),
+        engines=known.engines or ("vllm",),
+    )
+    _CLASS_RULES[(model_type, class_name)] = rule
+
+
 def vision_for(model_type: str | None) -> VisionCounter | None:
     """The vision tower count of a wrapper ``model_type``; None for anything else."""
     return _VISION.get(model_type) if model_type is not None else None
 
 
-def rule_for(model_type: str) -> Rule | None:
-    """The rule of a (non-wrapper) ``model_type``; None when it is not mapped."""
+def rule_for(model_type: str, classes: object = None) -> Rule | None:
+    """The rule of a (non-wrapper) ``model_type``, or the one ``register_class_rule`` gave a
+    class that ``classes`` (config.json's ``architectures``) names; None when not mapped."""
+    if isinstance(classes, list):
+        for name in classes:
+            if isinstance(name, str) and (model_type, name) in _CLASS_RULES:
+                return _CLASS_RULES[(model_type, name)]
     return _RULES.get(model_type)
 
 

@@ -10,9 +10,8 @@ over q, k and v of ``short_conv_kernel_size - 1`` positions in the model dtype a
 layer caches one latent of ``kv_lora_rank + qk_rope_head_dim``.
 
 ``bailing_hybrid`` also names Ling / Ring 2.5 and 2.6 (BailingMoeV2_5ForCausalLM, lightning
-attention instead of KDA): a config whose ``architectures`` names that class is refused here.
-A model_type has one rule, so a rule for that class must join this registration, choosing by
-``architectures`` (``_check_class``), rather than register ``bailing_hybrid`` a second time.
+attention instead of KDA): a config whose ``architectures`` names that class is read by its own
+rule (``V25_RULE`` in bailing.py, ``register_class_rule``); any other class is refused here.
 The defaults are transformers' BailingHybridConfig (configuration_bailing_hybrid.py), except
 ``head_dim``, which that class rewrites to ``qk_rope_head_dim`` after reading it while vLLM's
 KDA reads the value as the file states it.
@@ -21,10 +20,11 @@ KDA reads the value as the file states it.
 from __future__ import annotations
 
 from kvplan.errors import SpecError
+from kvplan.importers.families.bailing import V25_CLASS, V25_RULE
 from kvplan.importers.families.kimi_linear import kda_state
 from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, plain, shapes, size
 from kvplan.importers.reading import Reading, whole
-from kvplan.importers.registry import register
+from kvplan.importers.registry import register, register_class_rule
 from kvplan.importers.rules import Rule
 from kvplan.model.limits import MAX_DIM
 
@@ -74,9 +74,8 @@ def _check_class(r: Reading) -> None:
         raise SpecError(
             "",
             [
-                f"architectures: {', '.join(named)} is not read by the bailing_hybrid rule,"
-                f" which reads {V3_CLASS} (KDA + MLA); Ling 2.5/2.6's lightning attention"
-                " is another model"
+                f"architectures: {', '.join(named)} is not read by the bailing_hybrid rules,"
+                f" which read {V3_CLASS} (KDA + MLA) and {V25_CLASS} (lightning + MLA)"
             ],
         )
 
@@ -190,6 +189,14 @@ register(
     ),
     ("linear_attention", "mla_latent"),
     "Ling/Ring 3.0 (vLLM bailing_moe_v3.py): KDA (float32 state, conv tail in the model dtype)"
-    " with MLA on each layer_group_size group's last layer and the tail; refuses Ling 2.5/2.6",
+    " with MLA on each layer_group_size group's last layer and the tail",
     architectures=(V3_CLASS,),
+)
+register_class_rule(
+    "bailing_hybrid",
+    V25_CLASS,
+    V25_RULE,
+    ("linear_attention", "mla_latent"),
+    "Ling/Ring 2.5 and 2.6 (vLLM bailing_moe_linear.py): lightning attention (state in the model"
+    " dtype, no conv) with MLA where (i + 1) % layer_group_size == 0",
 )
