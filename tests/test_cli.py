@@ -531,7 +531,9 @@ def test_plan_c_is_max_model_len() -> None:
 def test_completion_of_models_and_gpus() -> None:
     from kvplan.cli import complete_gpu, complete_model
 
-    assert complete_model("llama-3.1") == ["llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b"]
+    assert complete_model("llama-3.1-") == [
+        "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b-stheno-v3.4", "llama-3.1-8b"
+    ]  # fmt: skip (the shell sorts them; kvplan lists them as the catalog does)
     assert "h100-sxm" in complete_gpu("h1")
     assert all(n.lower().startswith("rtx-4") for n in complete_gpu("rtx-4"))
     result = runner.invoke(
@@ -606,14 +608,15 @@ def _names(doc: dict[str, object]) -> list[str]:
 
 
 def test_models_text_filter_and_kv_sort() -> None:
-    # the four Gemma 2 specs; KV/token 2 x layers x 4 K/V heads x 256 x 2 B (bf16):
-    # 2B and its Japanese release, 26 layers = 106,496; 9B 42 layers (8 K/V heads) =
-    # 344,064; 27B 46 layers (16 K/V heads, head_dim 128) = 376,832
+    # the five Gemma 2 specs; KV/token 2 x layers x 4 K/V heads x 256 x 2 B (bf16):
+    # 2B and its Japanese release, 26 layers = 106,496; 9B and its SimPO tune, 42 layers (8 K/V
+    # heads) = 344,064; 27B 46 layers (16 K/V heads, head_dim 128) = 376,832
     doc = _models("gemma-2-", "--sort", "kv")
-    assert _names(doc) == ["gemma-2-2b", "gemma-2-2b-jpn", "gemma-2-9b", "gemma-2-27b"]
+    nine = ["gemma-2-9b", "gemma-2-9b-it-simpo"]
+    assert _names(doc) == ["gemma-2-2b", "gemma-2-2b-jpn", *nine, "gemma-2-27b"]
     per_token = [m["bytes_per_token"] for m in doc["models"]]  # type: ignore[attr-defined]
-    small = 2 * 26 * 4 * 256 * 2
-    assert per_token == [small, small, 2 * 42 * 8 * 256 * 2, 2 * 46 * 16 * 128 * 2]
+    small, mid = 2 * 26 * 4 * 256 * 2, 2 * 42 * 8 * 256 * 2
+    assert per_token == [small, small, mid, mid, 2 * 46 * 16 * 128 * 2]
     assert doc["query"] == {
         "text": "gemma-2-",
         "kind": None,
@@ -623,6 +626,7 @@ def test_models_text_filter_and_kv_sort() -> None:
     }
     assert _names(_models("GEMMA-2-", "--sort", "kv", "--reverse")) == [
         "gemma-2-27b",
+        "gemma-2-9b-it-simpo",
         "gemma-2-9b",
         "gemma-2-2b-jpn",
         "gemma-2-2b",
@@ -660,6 +664,7 @@ def test_models_family_filter() -> None:
         "gemma-2-2b",
         "gemma-2-2b-jpn",
         "gemma-2-9b",
+        "gemma-2-9b-it-simpo",
     ]
     doc = _models("--family", "gemma")
     assert {m["family"] for m in doc["models"]} == {"gemma"}  # type: ignore[attr-defined]
@@ -667,9 +672,9 @@ def test_models_family_filter() -> None:
 
 
 def test_models_params_sort_and_filters_combine() -> None:
-    # gemma-3 and sliding: the four Gemma 3 specs, smallest first (1B < 4B < 12B < 27B)
+    # gemma-3 and sliding: the five Gemma 3 specs, smallest first (270M < 1B < 4B < 12B < 27B)
     names = _names(_models("gemma-3-", "--kind", "sliding", "--sort", "params"))
-    assert names[:4] == ["gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b"][: len(names)]
+    assert names == ["gemma-3-270m", "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b"]
     assert _names(_models("gemma-3-", "--kind", "mla")) == []
 
 

@@ -306,10 +306,13 @@ def test_model_identified_from_printed_shapes() -> None:
     spec = identify_model(text, "log")
     assert spec.name == "llama-3.1-8b"
     assert "printed shapes" in spec.provenance[-1]
-    # without the file name, the shapes alone fit six models (three of them fine-tunes of Llama
-    # 3.1 8B): one line naming them all
+    # without the file name, the shapes alone fit eight models (five of them fine-tunes of
+    # Llama 3.1 8B): one line naming them all
     alone = text.replace("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "model")
-    fit = "deepseek-r1-distill-llama-8b, hermes-3-llama-3.1-8b, llama-3.1-8b, phi-3.5-moe"
+    fit = (
+        r"deepseek-r1-distill-llama-8b, dolphin3\.0-llama3\.1-8b, hermes-3-llama-3\.1-8b,"
+        r" llama-3\.1-8b, llama-3\.1-8b-stheno-v3\.4, phi-3\.5-moe"
+    )
     with pytest.raises(SpecError, match=rf"{fit}, phi-4-mini, tulu-3-8b: pass --model"):
         identify_model(alone, "log")
 
