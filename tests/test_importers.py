@@ -87,6 +87,7 @@ FROM_DEFAULTS = {
     "bailing_hybrid": "test_arch_delta.py",
     "hy_v4": "test_arch_delta.py",
     "k2_horizon": "test_arch_delta.py",
+    "glm5_next_text": "test_arch_compressed.py",
 }
 
 

@@ -46,6 +46,9 @@ def valid_specs(draw: st.DrawFn) -> ModelSpec:
     if draw(st.booleans()):
         data["v_head_dim"] = draw(small)
     data["layer_types_pattern"] = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=6))
+    if "indexed_attention" in data["layer_types_pattern"]:  # GLM-5.3: an MLA latent + pools
+        data["kv_lora_rank"] = draw(small)
+        data["index_kpool"] = draw(st.integers(min_value=2, max_value=64))
     return parse_spec(data)
 
 

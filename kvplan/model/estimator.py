@@ -62,19 +62,21 @@ class Estimate(NamedTuple):
     def breakdown(self) -> tuple[LayerBreakdown, ...]:
         """Bytes per group of identical layers, for the whole batch, in layer order."""
         rows = []
-        for layer, num_layers, k_token, v_token, state, limit, per_entry in self.terms:
+        for t in self.terms:
+            limit = t.max_tokens
             kept = self.context_tokens if limit is None else min(self.context_tokens, limit)
-            kept //= per_entry  # a compressed layer keeps one entry per per_entry tokens
-            sequences = num_layers * self.batch_size
+            pooled = t.pool_bytes * (kept // t.tokens_per_pool)  # counted with K (GLM-5.3)
+            kept //= t.tokens_per_entry  # a compressed layer keeps one entry per such tokens
+            sequences = t.num_layers * self.batch_size
             rows.append(
                 LayerBreakdown(
-                    layer.kind,
-                    num_layers,
+                    t.layer.kind,
+                    t.num_layers,
                     kept,
-                    k_token * kept * sequences,
-                    v_token * kept * sequences,
-                    state * sequences,
-                    layer,
+                    (t.k_token_bytes * kept + pooled) * sequences,
+                    t.v_token_bytes * kept * sequences,
+                    t.state_bytes * sequences,
+                    t.layer,
                 )
             )
         return tuple(rows)
@@ -133,7 +135,13 @@ def estimate(
     terms = spec.layer_terms(k, v)
     total = 0
     per_token = 0
-    for _, num_layers, k_token, v_token, state, limit, per_entry in terms:
+    for _, num_layers, k_token, v_token, state, limit, per_entry, pool, per_pool in terms:
+        if pool:
+            # a second growing part of whole pools (GLM-5.3: 132 B per 16 tokens), on layers
+            # that keep every token: one more token adds a whole pool or none of it
+            total += pool * (context_tokens // per_pool) * num_layers
+            if (context_tokens + 1) % per_pool == 0:
+                per_token += pool * num_layers
         if per_entry > 1:
             # DeepSeek V4: one entry per per_entry tokens, once the group is whole, so one
             # more token adds a whole entry or nothing (exact integers, no 584 / 128 B)

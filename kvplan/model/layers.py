@@ -31,6 +31,7 @@ LayerKind = Literal[
     "attention_mamba",
     "compressed_attention",
     "sparse_attention",
+    "indexed_attention",
     "no_cache",
 ]
 LAYER_KINDS: tuple[str, ...] = get_args(LayerKind)
@@ -86,8 +87,23 @@ def tokens_per_entry(layer: LayerCache) -> int:
     return ratio
 
 
+def pool_parts(layer: LayerCache) -> tuple[int, int]:
+    """A layer's second growing part: ``(pool_bytes, tokens_per_pool)``, one entry of
+    ``pool_bytes`` per whole ``tokens_per_pool`` tokens kept, beside its per-token K and V
+    (GLM-5.3's indexer keeps 132 B per 16 tokens beside a latent a token); (0, 1): none."""
+    pool: tuple[int, int] = getattr(layer, "pool_parts", (0, 1))
+    return pool
+
+
+def pooled_bytes(layer: LayerCache, kept_tokens: int) -> int:
+    """Bytes of the second growing part for ``kept_tokens`` tokens: whole pools only."""
+    pool_bytes, tokens_per_pool = pool_parts(layer)
+    return pool_bytes * (kept_tokens // tokens_per_pool)
+
+
 class LayerTerm(NamedTuple):
-    """A group of identical layers with its per-layer costs for given K and V dtypes."""
+    """A group of identical layers with its per-layer costs for given K and V dtypes;
+    ``pool_bytes`` per ``tokens_per_pool`` kept tokens is a second growing part."""
 
     layer: LayerCache
     num_layers: int
@@ -96,6 +112,17 @@ class LayerTerm(NamedTuple):
     state_bytes: int
     max_tokens: int | None
     tokens_per_entry: int = 1
+    pool_bytes: int = 0
+    tokens_per_pool: int = 1
+
+
+def layer_term(layer: LayerCache, num_layers: int, k_dtype: DType, v_dtype: DType) -> LayerTerm:
+    """``num_layers`` layers like ``layer`` with their per-layer costs in these dtypes."""
+    k_token, v_token = layer.k_token_bytes(k_dtype), layer.v_token_bytes(v_dtype)
+    per_entry, limit = tokens_per_entry(layer), layer.max_tokens
+    return LayerTerm(
+        layer, num_layers, k_token, v_token, layer.state_bytes, limit, per_entry, *pool_parts(layer)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """Compressed and sparse attention caches: DeepSeek V4's compressed latents, MiniMax M3's
-indexer keys. Each class answers the questions of ``kvplan.model.layers.LayerCache``.
+indexer keys, GLM-5.3's pooled indexer keys. Each class answers the questions of
+``kvplan.model.layers.LayerCache``.
 
 DeepSeek V4 (vLLM models/deepseek_v4/attention.py, compressor.py) keeps, in every layer, the
 latent of the last ``sliding_window`` tokens, and in a layer of ``compress_ratio`` r > 1 one
@@ -16,14 +17,14 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from kvplan.arguments import check_ints
-from kvplan.model.layers import FullAttention, LayerCache
+from kvplan.model.layers import FullAttention, LayerCache, MLALatent
 from kvplan.model.limits import MAX_DIM
 from kvplan.units import DType, cdiv, format_count, resolve_dtype
 
 #: The compress ratios vLLM 0.32's DeepSeek V4 builds (0 and 1: the window only).
 COMPRESS_RATIOS = (0, 1, 4, 128)
 #: The layer kinds of this module, as a spec's ``layer_types`` names them.
-SPARSE_KINDS = ("compressed_attention", "sparse_attention")
+SPARSE_KINDS = ("compressed_attention", "sparse_attention", "indexed_attention")
 _FP32_BYTES = 4
 
 
@@ -153,6 +154,66 @@ class SparseAttention:
         return f"{attention} + indexer {self.index_token_bytes} B x {tokens}"
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedLatent:
+    """GLM-5.3 (vLLM 0.32 models/glm5next/common/attention.py): an MLA latent a token, plus
+    the kpool indexer's fp8 key, one per ``index_kpool`` tokens (``Glm5NextIndexerCache``:
+    an ``MLAAttentionSpec`` of ``index_head_dim + index_head_dim // 128 x 4`` bytes with
+    ``tokens_per_state = index_kpool``), plus a ring for the open pool (``Glm5NextTailCache``,
+    a ``CircularBufferSpec``: one block a request of 2 bf16 rows, raw key and gate score, of
+    ``index_head_dim`` values for each of ``ring_tokens`` slots). The ring is ``index_kpool``
+    slots without speculative decoding (vLLM rounds kpool + draft tokens up to kpool x a power
+    of 2). GLM-5.3-Flash: 512 x 2 B = 1,024 B a token, 132 B per 16 tokens, ring
+    2 x 16 x 128 x 2 B = 8,192 B. Only whole pools are kept, as vLLM stores one state a pool."""
+
+    latent: MLALatent
+    index_head_dim: int
+    index_kpool: int
+    kind: ClassVar[str] = "indexed_attention"
+
+    def __post_init__(self) -> None:
+        check_ints(minimum=1, maximum=MAX_DIM, index_head_dim=self.index_head_dim)
+        check_ints(minimum=2, maximum=MAX_DIM, index_kpool=self.index_kpool)
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    @property
+    def pool_parts(self) -> tuple[int, int]:
+        return fp8_key_bytes(self.index_head_dim), self.index_kpool
+
+    @property
+    def state_bytes(self) -> int:
+        # ring_tokens = index_kpool (no draft tokens): 2 rows x slots x dims x 2 B (bf16)
+        return 2 * self.index_kpool * self.index_head_dim * 2
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return self.latent.k_token_bytes(dtype)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return 0
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return cdiv(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        return self  # latent, indexer keys and ring are replicated on every rank
+
+    def describe(self) -> str:
+        key = fp8_key_bytes(self.index_head_dim)
+        return (
+            f"{self.latent.describe()}, indexer key {key} B per {self.index_kpool} tokens,"
+            f" ring {self.state_bytes:,} B"
+        )
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        latent = self.latent.formula(context_tokens, k_dtype, v_dtype)
+        pools = format_count(context_tokens // self.index_kpool, "pool")
+        key = fp8_key_bytes(self.index_head_dim)
+        return f"{latent} + indexer {key} B x {pools} + ring {self.state_bytes:,} B"
+
+
 def compressed_latent(
     ratio: int, head_dim: int, rope_dim: int, window: int, index_head_dim: int
 ) -> CompressedLatent:
@@ -198,10 +259,29 @@ class SpecKeys(Protocol):
     def sliding_window(self) -> int | None: ...
     @property
     def compress_ratios(self) -> tuple[int, ...] | None: ...
+    @property
+    def kv_lora_rank(self) -> int | None: ...
+    @property
+    def index_kpool(self) -> int | None: ...
+
+
+def _indexed_latent(spec: SpecKeys) -> IndexedLatent:
+    # GLM-5.3 applies no rotary (qk_rope_head_dim 0): an absent key caches no rope part
+    rank, rope = spec.kv_lora_rank, spec.qk_rope_head_dim or 0
+    dim, pool = spec.index_head_dim, spec.index_kpool
+    if rank is None or dim is None or pool is None:
+        raise ValueError(
+            "kv_lora_rank, index_head_dim, index_kpool: required by indexed_attention layers"
+        )
+    if pool < 2:
+        raise ValueError(f"index_kpool: {pool} must be at least 2 (tokens per indexer key)")
+    return IndexedLatent(MLALatent(rank, rope), dim, pool)
 
 
 def sparse_layer(spec: SpecKeys, i: int, kind: str) -> LayerCache:
     """Layer ``i`` of ``spec`` of one of ``SPARSE_KINDS`` (ValueError naming the key)."""
+    if kind == "indexed_attention":
+        return _indexed_latent(spec)
     if kind == "sparse_attention":
         if spec.index_head_dim is None or spec.head_dim is None:
             raise ValueError("index_head_dim, head_dim: required by sparse_attention layers")

@@ -37,7 +37,7 @@ from kvplan.model.layers import (
     RecurrentState,
     SharedKV,
     SlidingWindowAttention,
-    tokens_per_entry,
+    layer_term,
 )
 from kvplan.model.limits import (
     MAX_LAYERS,
@@ -170,6 +170,9 @@ class ModelSpec:
     index_dim_per_layer: tuple[Count, ...] | None = _key(
         "Each MLA layer's indexer key dim, 0 where the layer keeps none (HY V4's shared-indexer"
         " layers); one per layer, overriding index_head_dim.", None, max_length=MAX_LAYERS
+    )
+    index_kpool: Count | None = _key(
+        "GLM-5.3: tokens per indexer key of an indexed_attention layer (one fp8 key a pool).", None
     )
     compress_ratios: tuple[Count, ...] | None = _key(
         "DeepSeek V4: each compressed_attention layer's tokens per compressed entry"
@@ -359,18 +362,7 @@ class ModelSpec:
         memo = self._terms
         terms = memo.get(key)
         if terms is None:
-            terms = tuple(
-                LayerTerm(
-                    layer,
-                    num_layers,
-                    layer.k_token_bytes(k_dtype),
-                    layer.v_token_bytes(v_dtype),
-                    layer.state_bytes,
-                    layer.max_tokens,
-                    tokens_per_entry(layer),
-                )
-                for layer, num_layers in self._groups
-            )
+            terms = tuple(layer_term(layer, n, k_dtype, v_dtype) for layer, n in self._groups)
             memo[key] = terms
         return terms
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from kvplan.model.dtypes import CacheDTypes
-from kvplan.model.layers import LayerCache, tokens_retained
+from kvplan.model.layers import LayerCache, pool_parts, tokens_retained
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import Stage, walk_stages
 from kvplan.model.weights import (
@@ -37,6 +37,8 @@ class Group:
     token_bytes: int  # one token in one layer (K + V)
     state_bytes: int
     shares_prefix: bool
+    pool_bytes: int = 0  # a second growing part: one entry per tokens_per_pool tokens
+    tokens_per_pool: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,8 @@ class StagePlan:
             kept = tokens_retained(g.layer, context_tokens)
             if g.shares_prefix:
                 kept -= min(kept, shared_tokens)
-            total += (g.token_bytes * kept + g.state_bytes) * g.num_layers
+            pooled = g.pool_bytes * (kept // g.tokens_per_pool)
+            total += (g.token_bytes * kept + pooled + g.state_bytes) * g.num_layers
         return total
 
 
@@ -163,13 +166,18 @@ def _groups(
 
 def _group(layer: LayerCache, n: int, k: DType, v: DType, block_size: int) -> Group:
     token_bytes = layer.k_token_bytes(k) + layer.v_token_bytes(v)
+    pool_bytes, tokens_per_pool = pool_parts(layer)
+    # a page of block_size tokens also holds that many tokens' pools (GLM-5.3's indexer
+    # shares the latent's block table: 64 tokens, 4 keys of 132 B)
     return Group(
         layer=layer,
         num_layers=n,
-        page_bytes=token_bytes * block_size,
+        page_bytes=token_bytes * block_size + pool_bytes * (block_size // tokens_per_pool),
         token_bytes=token_bytes,
         state_bytes=layer.state_bytes,
         shares_prefix=layer.max_tokens is None,
+        pool_bytes=pool_bytes,
+        tokens_per_pool=tokens_per_pool,
     )
 
 

@@ -27,6 +27,8 @@ from kvplan.model.layers import (
     MLALatent,
     RecurrentState,
     SlidingWindowAttention,
+    pool_parts,
+    pooled_bytes,
     tokens_retained,
 )
 from kvplan.model.spec import ModelSpec
@@ -318,8 +320,10 @@ def decode_step(
     for layer, n in m.layers:
         kept = tokens_retained(layer, context_tokens)
         token_bytes = layer.k_token_bytes(m.k_dtype) + layer.v_token_bytes(m.v_dtype)
-        kv_read += n * (token_bytes * kept + layer.state_bytes)
-        kv_write += n * (token_bytes + layer.state_bytes)
+        pooled = pooled_bytes(layer, kept)  # GLM-5.3's indexer keys, one per pool
+        kv_read += n * (token_bytes * kept + pooled + layer.state_bytes)
+        pool_bytes, tokens_per_pool = pool_parts(layer)  # one pool written per tokens_per_pool
+        kv_write += n * (token_bytes + cdiv(pool_bytes, tokens_per_pool) + layer.state_bytes)
         attention += n * 2 * heads * _attention_dims(layer) * kept
         if isinstance(layer, RecurrentState):
             state_flops += n * 4 * layer.ssm_values  # decay, update, read out
