@@ -69,7 +69,8 @@ def architectures_view(
         f"{len(architectures)} model_types ({num_classes} model classes) that `kvplan import`"
         " reads; family: the rules module; layer kinds: those its rule can produce;"
         " architectures: the config.json classes, as vLLM's registry names them; engines:"
-        " vllm (vLLM 0.32's registry) or vllm-transformers (its Transformers backend);"
+        " vllm (vLLM 0.32's registry, or 0.33's where the note says so) or vllm-transformers"
+        " (its Transformers backend);"
         " --format json adds each rule's notes",
         table(columns, rows),
     ]
