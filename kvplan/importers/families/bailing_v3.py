@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from kvplan.errors import SpecError
 from kvplan.importers.families.bailing import V25_CLASS, V25_RULE
+from kvplan.importers.families.deepseek import mla_attention
 from kvplan.importers.families.kimi_linear import kda_state
 from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, plain, shapes, size
 from kvplan.importers.reading import Reading, whole
@@ -136,19 +137,11 @@ def _mla(r: Reading, hidden: int, heads: int) -> Count:
     and its norm when set, else one q_proj; the K/V latent with the rope key, its norm, kv_b;
     the output gate g_proj of ``gated_attention_proj_granularity_type`` (head_wise: one value
     a head, element_wise: heads x v_head_dim, else none); the output projection (dense)."""
-    nope, rope = size(r, "qk_nope_head_dim"), size(r, "qk_rope_head_dim")
-    v_dim, kv_rank = size(r, "v_head_dim"), size(r, "kv_lora_rank")
-    q_dim = heads * (nope + rope)
-    if r.get("q_lora_rank") is None:
-        q = linear(hidden, q_dim)
-    else:
-        q_rank = size(r, "q_lora_rank")
-        q = linear(hidden, q_rank) + norm(q_rank) + linear(q_rank, q_dim)
+    v_dim = size(r, "v_head_dim")
     gates = {"head_wise": heads, "element_wise": heads * v_dim}
     width = gates.get(str(r.config.get("gated_attention_proj_granularity_type")), 0)
     gate = linear(hidden, width) if width else Count()
-    kv = linear(hidden, kv_rank + rope) + norm(kv_rank) + linear(kv_rank, heads * (nope + v_dim))
-    return q + kv + gate + linear(heads * v_dim, hidden)
+    return mla_attention(r, hidden, heads) + gate
 
 
 def _count(r: Reading) -> Count:

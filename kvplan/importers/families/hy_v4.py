@@ -18,6 +18,7 @@ layers keep one. Gated MLA, the learnable sinks and iHC change the weights, not 
 from __future__ import annotations
 
 from kvplan.errors import SpecError
+from kvplan.importers.families.deepseek import mla_attention
 from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, plain, shapes, size
 from kvplan.importers.reading import Reading, as_list, whole
 from kvplan.importers.registry import register
@@ -117,15 +118,7 @@ def _mla(r: Reading, hidden: int, heads: int) -> Count:
     else q_proj; the K/V latent with the rope key, its norm, kv_b, o_proj; with
     ``gated_mla`` the linear_gate (heads x v_head_dim elementwise, heads headwise); with
     ``learnable_sink`` one sink a head."""
-    nope, rope = size(r, "qk_nope_head_dim"), size(r, "qk_rope_head_dim")
-    v_dim, kv_rank = size(r, "v_head_dim"), size(r, "kv_lora_rank")
-    q_dim = heads * (nope + rope)
-    if r.get("q_lora_rank") is None:
-        q = linear(hidden, q_dim)
-    else:
-        q_rank = size(r, "q_lora_rank")
-        q = linear(hidden, q_rank) + norm(q_rank) + linear(q_rank, q_dim)
-    kv = linear(hidden, kv_rank + rope) + norm(kv_rank) + linear(kv_rank, heads * (nope + v_dim))
+    v_dim = size(r, "v_head_dim")
     gate = Count()
     if r.get("gated_mla"):
         per_head = {"elementwise": v_dim, "headwise": 1}.get(str(r.get("gating_type")))
@@ -133,7 +126,7 @@ def _mla(r: Reading, hidden: int, heads: int) -> Count:
             raise SpecError("", ["gating_type: must be elementwise or headwise"])
         gate = linear(hidden, heads * per_head)
     sink = plain(heads if r.get("learnable_sink") else 0)
-    return q + kv + gate + sink + linear(heads * v_dim, hidden)
+    return mla_attention(r, hidden, heads) + gate + sink
 
 
 def _indexer(r: Reading, hidden: int) -> Count:

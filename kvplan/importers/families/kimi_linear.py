@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import SpecError
+from kvplan.importers.families.deepseek import mla_attention
 from kvplan.importers.parameters import Count, decoder, linear, mlp, moe, norm, plain, shapes, size
 from kvplan.importers.reading import Reading, as_list, mapping, whole
 from kvplan.importers.registry import register
@@ -143,17 +144,9 @@ def _mla(r: Reading, hidden: int, heads: int) -> Count:
     """Kimi's MLA (vLLM kimi_k3 mla.py): q through the ``q_lora_rank`` latent and its norm
     when set, else one q_proj; the joint K/V latent with the rope key, its norm, the per-head
     K/V up-projection, with ``mla_use_output_gate`` a gate of heads x v_head_dim, o_proj."""
-    nope, rope = size(r, "qk_nope_head_dim"), size(r, "qk_rope_head_dim")
-    v_dim, kv_rank = size(r, "v_head_dim"), size(r, "kv_lora_rank")
-    q_dim = heads * (nope + rope)
-    if r.get("q_lora_rank") is None:
-        q = linear(hidden, q_dim)
-    else:
-        q_rank = size(r, "q_lora_rank")
-        q = linear(hidden, q_rank) + norm(q_rank) + linear(q_rank, q_dim)
+    v_dim = size(r, "v_head_dim")
     gate = linear(hidden, heads * v_dim) if r.get("mla_use_output_gate") else Count()
-    kv = linear(hidden, kv_rank + rope) + norm(kv_rank) + linear(kv_rank, heads * (nope + v_dim))
-    return q + kv + gate + linear(heads * v_dim, hidden)
+    return mla_attention(r, hidden, heads) + gate
 
 
 def _ffn(r: Reading, hidden: int, i: int) -> Count:
