@@ -308,6 +308,34 @@ def swa_pool_tokens(
     return full // page_size * page_size, swa // page_size * page_size
 
 
+def _pool_fraction(
+    spec: ModelSpec,
+    gpu: GPU,
+    given: float | None,
+    *,
+    tp: int,
+    pp: int,
+    dp: int,
+    enable_dp_attention: bool,
+    chunked_prefill_size: int | None,
+    cuda_graph_max_bs: int | None,
+) -> float:
+    """``--mem-fraction-static`` as given, else SGLang's automatic share, lowered for a
+    multimodal model as ``adjust_mem_fraction_for_vlm`` does (a given share is kept)."""
+    if given is not None:
+        return as_real(given, "mem_fraction_static", low=0, high=1)
+    auto = mem_fraction_static_auto(
+        gpu.memory_bytes,
+        tp=tp,
+        pp=pp,
+        chunked_prefill_size=chunked_prefill_size,
+        cuda_graph_max_bs=cuda_graph_max_bs,
+        dp=dp,
+        enable_dp_attention=enable_dp_attention,
+    )
+    return vlm_mem_fraction(auto, spec.multimodal)
+
+
 def kv_cache(
     spec: ModelSpec | str,
     gpu: GPU | str,
@@ -355,21 +383,17 @@ def kv_cache(
     check_flags(enable_dp_attention=enable_dp_attention)
     as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
     attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
-    fraction = (
-        mem_fraction_static_auto(
-            gpu.memory_bytes,
-            tp=tp,
-            pp=pp,
-            chunked_prefill_size=chunked_prefill_size,
-            cuda_graph_max_bs=cuda_graph_max_bs,
-            dp=dp,
-            enable_dp_attention=enable_dp_attention,
-        )
-        if mem_fraction_static is None
-        else as_real(mem_fraction_static, "mem_fraction_static", low=0, high=1)
+    fraction = _pool_fraction(
+        spec,
+        gpu,
+        mem_fraction_static,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        enable_dp_attention=enable_dp_attention,
+        chunked_prefill_size=chunked_prefill_size,
+        cuda_graph_max_bs=cuda_graph_max_bs,
     )
-    if mem_fraction_static is None:  # SGLang lowers its own share for a multimodal model
-        fraction = vlm_mem_fraction(fraction, spec.multimodal)
     dtype = _kv_dtype(spec, kv_cache_dtype)
     pre_load_free = gpu.memory_bytes - used_before_load_bytes
     weights = model_weights(spec) if weights_bytes is None else None
