@@ -52,8 +52,9 @@ def test_list_is_sorted_unique_and_valid() -> None:
     names = [a.model_type for a in archs]
     assert names == sorted(names) == supported_model_types()
     assert len(names) == len(set(names))
-    # the spec's layer kinds, plus MLA's latent (full attention through kv_lora_rank)
-    assert set(LAYER_KINDS) == {*SPEC_LAYER_KINDS, "mla_latent"}
+    # the spec's layer kinds, plus MLA's latent (full attention through kv_lora_rank) and
+    # Inkling's attention with a conv tail (attention layers under attention_conv_kernel)
+    assert set(LAYER_KINDS) == {*SPEC_LAYER_KINDS, "mla_latent", "attention_conv"}
     for a in archs:
         assert isinstance(a, Architecture)
         assert a.layer_kinds, a.model_type
@@ -141,15 +142,15 @@ def test_every_text_class_of_vllm_032_and_033_is_read() -> None:
 
 #: The text classes not read yet, each with what it needs: reading one removes it here.
 NOT_YET_READ = {
-    # each layer keeps its attention (full, or a 512-token window) and, beside it, a 4-token
-    # short-conv window of K, V and two hidden chunks packed to a power-of-two head
-    # (models/inkling/nvidia/sconv_swa_attn.py): a second window a layer, not in the spec
-    "InklingForCausalLM": "a second sliding window a layer",
-    "InklingForConditionalGeneration": "the same, with its vision tower",
-    # GQA, a compressed key per compress_ratio tokens, a key ring, GDN states and a PLE
-    # short-conv state (models/qwen4_exp): the two-part layer term of indexed_attention may
-    # hold it; its rules are unread
-    "Qwen4ExpForCausalLM": "its compressed keys and rings, unread",
+    # models/qwen4_exp (Qwen3.8-Flash-Next): gated-delta-net layers, and every fourth a QSA
+    # layer: GQA K and V a token, one indexer key of indexer_head_dim per
+    # indexer_compress_ratio tokens (QSACompressedKeyCache, bf16 unless the indexer dtype is
+    # fp8), a ring of compress_ratio raw bf16 keys (QSAKeyStateCache, with 3 int64 MRoPE
+    # positions a slot when the model uses MRoPE); each layer in ple_layer_ids adds a
+    # replicated short-conv state of (ple_conv_kernel_size - 1) x ngram_size positions over
+    # hc_count x hidden_size channels. Needs a GQA form of indexed_attention, a second state
+    # on the PLE layers and a parameter count of the hyper-connections and n-gram tables.
+    "Qwen4ExpForCausalLM": "QSA's compressed keys and the PLE state, unread",
 }
 
 

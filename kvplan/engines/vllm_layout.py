@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import UnitError
 from kvplan.model.layers import (
+    AttentionAndConv,
     AttentionAndState,
     ChunkedLocalAttention,
     FullAttention,
@@ -114,6 +115,14 @@ def page_spec(
             raise UnitError(
                 f"vLLM profile: {layer.kind} layers (DeepSeek V4, MiniMax M3) are not modelled"
                 " (kvplan calc gives their exact bytes)"
+            )
+        case AttentionAndConv():
+            # vLLM pages Inkling's conv tail as a second SlidingWindowSpec a layer, of
+            # kernel-token blocks and a power-of-two packed head, beside attention pages of
+            # another size, and unifies them (sconv_swa_attn.py): not modelled here.
+            raise UnitError(
+                "vLLM profile: Inkling's short-conv pages beside its attention pages are not"
+                " modelled (kvplan calc gives the exact bytes)"
             )
         case MLALatent():
             if kv_cache_dtype == "fp8_ds_mla":

@@ -24,6 +24,7 @@ LAYER_KINDS = (
     "linear_attention",
     "short_conv",
     "attention_mamba",
+    "attention_conv",
     "compressed_attention",
     "sparse_attention",
     "indexed_attention",

@@ -456,6 +456,66 @@ class AttentionAndState:
         return f"{attention} + {self.state.formula(context_tokens, k_dtype, v_dtype)}"
 
 
+@dataclass(frozen=True, slots=True)
+class AttentionAndConv:
+    """An attention layer (full or windowed) with a short convolution over its K and V
+    streams and over the attention and MLP outputs (Inkling: vLLM 0.32
+    models/inkling/nvidia/model.py). Beside the attention cache it keeps the convolution's
+    tail: ``kernel - 1`` positions of ``2 x kv_heads x head_dim + 2 x hidden_size`` channels
+    in the model dtype. Inkling-Small's full layer (8 KV heads of 128, hidden 4,096, kernel 4):
+    3 x (2,048 + 8,192) = 30,720 values, 61,440 B in bf16, whatever the context."""
+
+    attention: FullAttention
+    conv: RecurrentState
+    kind: ClassVar[str] = "attention_conv"
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.attention.max_tokens
+
+    @property
+    def state_bytes(self) -> int:
+        return self.conv.state_bytes
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return self.attention.k_token_bytes(dtype)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return self.attention.v_token_bytes(dtype)
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return self.attention.max_blocks(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        # K/V heads and the hidden chunks of the two output streams both split by rank
+        attention = self.attention.shard(tensor_parallel_size)
+        conv = self.conv.shard(tensor_parallel_size)
+        assert isinstance(attention, FullAttention)
+        assert isinstance(conv, RecurrentState)
+        return replace(self, attention=attention, conv=conv)
+
+    def describe(self) -> str:
+        return f"{self.attention.describe()}; and a {self.conv.describe()}"
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
+        return f"{attention} + {self.conv.formula(context_tokens, k_dtype, v_dtype)}"
+
+
+def with_attention_conv(
+    layer: LayerCache, kernel: int | None, hidden_size: int | None, dtype: DType
+) -> LayerCache:
+    """``layer`` with Inkling's short-convolution tail beside it when ``kernel`` is given and
+    the layer is attention (``attention_conv_kernel``); otherwise ``layer`` itself."""
+    if kernel is None or not isinstance(layer, FullAttention):
+        return layer
+    if hidden_size is None:
+        raise ValueError("hidden_size: required with attention_conv_kernel")
+    channels = 2 * layer.num_kv_heads * layer.head_dim + 2 * hidden_size
+    conv = RecurrentState("short_conv", (kernel - 1) * channels, 0, dtype)
+    return AttentionAndConv(layer, conv)
+
+
 def _row(heads: int, dims: int, dtype: DType) -> str:
     """One token's K (or V) row: plain ``8 heads x 128 dims x 2 B (bfloat16)``, or for block
     formats the whole blocks it takes: ``(8 heads x 128 dims = 1,024 values in q8_0 =

@@ -38,6 +38,7 @@ from kvplan.model.layers import (
     SharedKV,
     SlidingWindowAttention,
     layer_term,
+    with_attention_conv,
 )
 from kvplan.model.limits import (
     MAX_LAYERS,
@@ -169,7 +170,9 @@ class ModelSpec:
     )
     index_dim_per_layer: tuple[Count, ...] | None = _key(
         "Each MLA layer's indexer key dim, 0 where the layer keeps none (HY V4's shared-indexer"
-        " layers); one per layer, overriding index_head_dim.", None, max_length=MAX_LAYERS
+        " layers); one per layer, overriding index_head_dim.",
+        None,
+        max_length=MAX_LAYERS,
     )
     index_kpool: Count | None = _key(
         "GLM-5.3: tokens per indexer key of an indexed_attention layer (one fp8 key a pool).", None
@@ -198,6 +201,11 @@ class ModelSpec:
     )
     conv_dim: Dim | None = _key(
         "LFM2: channels of the short convolution (absent: hidden_size).",
+        None,
+    )
+    attention_conv_kernel: Dim | None = _key(
+        "Inkling: each attention layer also keeps kernel - 1 positions of a short conv over"
+        " K, V and its two outputs: 2 x kv_heads x head_dim + 2 x hidden_size channels.",
         None,
     )
     state_dtype: Text = _key("dtype of recurrent state.", "float32")
@@ -315,7 +323,9 @@ class ModelSpec:
                 f"stored_weight_bytes.layers_bytes: {len(stored.layers_bytes)} entries for"
                 f" {self.num_hidden_layers} layers (num_hidden_layers)"
             )
+        conv = self.attention_conv_kernel, self.hidden_size, self.conv_dtype or self.torch_dtype
         layers = self._shared(tuple(self._layer_for(i, k) for i, k in enumerate(self._kinds())))
+        layers = tuple(with_attention_conv(x, *conv[:2], resolve_dtype(conv[2])) for x in layers)
         counts: dict[LayerCache, int] = {}
         for layer in layers:
             counts[layer] = counts.get(layer, 0) + 1
