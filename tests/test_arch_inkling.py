@@ -10,13 +10,17 @@ output and MLP output convolutions of sconv_kernel_size), configs.py (InklingMod
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvplan import estimate
-from kvplan.engines.vllm_layout import page_specs
-from kvplan.errors import UnitError
+from kvplan.engines.vllm import from_available
+from kvplan.engines.vllm_config import VllmConfig
+from kvplan.engines.vllm_layout import page_specs, unify_page_sizes
 from kvplan.importers import parameters_from_config
 from kvplan.importers.config import spec_from_config
 from kvplan.model.layers import (
@@ -29,6 +33,7 @@ from kvplan.model.spec import ModelSpec, parse_spec
 from kvplan.units import resolve_dtype
 
 BF16 = resolve_dtype("bfloat16")
+RECORDED = Path(__file__).parent / "data" / "vllm_starts_0.32.0_inkling.json"
 
 SMALL: dict[str, Any] = {
     "model_type": "inkling_model",
@@ -69,8 +74,8 @@ def _import(config: dict[str, Any]) -> ModelSpec:
 # Inkling-Small: every layer 8 KV heads of 128; the conv tail 3 positions x (2 x 8 x 128 +
 # 2 x 4,096 = 10,240 channels) = 30,720 bf16 values = 61,440 B. Layers 5, 11, ..., 41 full.
 SMALL_CONV = RecurrentState("short_conv", 30_720, 0, BF16)
-SMALL_FULL = AttentionAndConv(FullAttention(8, 128, 128), SMALL_CONV)
-SMALL_SWA = AttentionAndConv(SlidingWindowAttention(8, 128, 128, window=512), SMALL_CONV)
+SMALL_FULL = AttentionAndConv(FullAttention(8, 128, 128), SMALL_CONV, 4)
+SMALL_SWA = AttentionAndConv(SlidingWindowAttention(8, 128, 128, window=512), SMALL_CONV, 4)
 
 
 @pytest.mark.parametrize("config", [SMALL, _wrapped(SMALL)], ids=["text", "wrapped"])
@@ -97,11 +102,12 @@ def test_large_layers_and_bytes() -> None:
     # full layers: 8 KV heads, tail 3 x (2,048 + 12,288) = 43,008 values; windowed layers:
     # 16 KV heads, tail 3 x (4,096 + 12,288) = 49,152 values
     full = AttentionAndConv(
-        FullAttention(8, 128, 128), RecurrentState("short_conv", 43_008, 0, BF16)
+        FullAttention(8, 128, 128), RecurrentState("short_conv", 43_008, 0, BF16), 4
     )
     swa = AttentionAndConv(
         SlidingWindowAttention(16, 128, 128, window=512),
         RecurrentState("short_conv", 49_152, 0, BF16),
+        4,
     )
     assert spec.layers == ((swa,) * 5 + (full,)) * 11
     # tails: 11 x 86,016 + 55 x 98,304 = 946,176 + 5,406,720 = 6,352,896 B; 4,096 tokens:
@@ -113,7 +119,7 @@ def test_tensor_parallel_splits_heads_and_hidden_chunks() -> None:
     # vLLM shards the K/V heads and the two hidden streams alike (hidden_size // tp a rank)
     shard = SMALL_FULL.shard(4)
     assert shard == AttentionAndConv(
-        FullAttention(2, 128, 128), RecurrentState("short_conv", 7_680, 0, BF16)
+        FullAttention(2, 128, 128), RecurrentState("short_conv", 7_680, 0, BF16), 4
     )
 
 
@@ -148,7 +154,40 @@ def test_hugging_face_format_names() -> None:
     assert parameters_from_config(hf).total == 263_655_199_312
 
 
-def test_engines_refuse_the_conv_pages() -> None:
-    spec = _import(SMALL)
-    with pytest.raises(UnitError, match="Inkling's short-conv pages"):
-        page_specs(spec.layers[0], 1, "bfloat16", 16, BF16)
+def test_vllm_pages_the_tail_as_a_second_window() -> None:
+    # Inkling-Small's full layer: attention 16 x 8 x 256 x 2 B = 65,536 B a page; the tail a
+    # SlidingWindowSpec of 4-token blocks, 8 heads of 2 x 128 + 2 x 512 = 1,280 -> 2,048
+    # values: 4 x 8 x 2,048 x 2 B = 131,072 B, so attention blocks grow to 32 tokens
+    attention, conv = page_specs(_import(SMALL).layers[5], 1, "bfloat16", 16, BF16, BF16)
+    assert attention is not None
+    assert conv is not None
+    assert (attention.page_bytes, conv.page_bytes) == (65_536, 131_072)
+    assert (conv.kind, conv.block_size, conv.window) == ("sliding", 4, 4)
+    assert unify_page_sizes([attention, conv])[0] == replace(attention, block_size=32)
+
+
+def test_vllm_cpu_recording() -> None:
+    """vLLM 0.32.0's CPU build started on a six-layer Inkling (tests/data), its pool given:
+    4,096 blocks of 16,384 B, 12 groups of one layer, 2,208 tokens, 2.16x at 1,024."""
+    (rec,) = json.loads(RECORDED.read_text(encoding="utf-8"))
+    spec = _import(rec["config"])
+    cfg = VllmConfig(
+        max_model_len=rec["max_model_len"],
+        max_num_batched_tokens=rec["max_num_batched_tokens"],
+        max_num_seqs=8,
+        block_size=rec["block_size"],
+        enforce_eager=True,
+    )
+    result = from_available(spec, rec["kv_bytes"], cfg)
+    assert result.num_gpu_blocks == rec["num_blocks"] == 4_096
+    assert result.num_groups == sum(g["count"] for g in rec["groups"]) == 12
+    assert result.page_bytes == 16_384
+    # a request of 1,024 tokens: full cdiv(1,024, 32) = 32 blocks, each window
+    # cdiv(min(31 + 1,024, 1,024), 16) + 1 = 65, each tail cdiv(min(3 + 1,024, 1,024), 4) + 1
+    # = 257: 32 + 5 x 65 + 6 x 257 = 1,899; 4,096 / 1,899 = 2.16x, 2,208 tokens
+    assert result.blocks_per_request == 1_899
+    assert result.gpu_kv_cache_tokens == 2_208
+    printed = "\n".join(result.log_lines())
+    for figure in ("KV cache size: 2,208 tokens", "per request: 2.16x"):
+        assert figure in rec["printed"]
+        assert figure in printed

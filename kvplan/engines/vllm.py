@@ -45,7 +45,7 @@ from kvplan.engines.vllm_layout import (  # re-exported: callers read them from 
 )
 from kvplan.engines.vllm_layout import PER_TOKEN_HEAD as PER_TOKEN_HEAD
 from kvplan.engines.vllm_layout import PageSpec as PageSpec
-from kvplan.engines.vllm_layout import align_to_state_pages, part_owners
+from kvplan.engines.vllm_layout import align_to_state_pages, part_owners, unify_page_sizes
 from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
@@ -363,6 +363,7 @@ def layout(
         else s
         for s in layer_specs
     ]
+    layer_specs = unify_page_sizes(layer_specs)
     cached = [s for s in layer_specs if s is not None]
     groups, group_size, padding = kv_cache_groups(cached)
     if not groups:

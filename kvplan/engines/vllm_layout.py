@@ -116,14 +116,6 @@ def page_spec(
                 f"vLLM profile: {layer.kind} layers (DeepSeek V4, MiniMax M3) are not modelled"
                 " (kvplan calc gives their exact bytes)"
             )
-        case AttentionAndConv():
-            # vLLM pages Inkling's conv tail as a second SlidingWindowSpec a layer, of
-            # kernel-token blocks and a power-of-two packed head, beside attention pages of
-            # another size, and unifies them (sconv_swa_attn.py): not modelled here.
-            raise UnitError(
-                "vLLM profile: Inkling's short-conv pages beside its attention pages are not"
-                " modelled (kvplan calc gives the exact bytes)"
-            )
         case MLALatent():
             if kv_cache_dtype == "fp8_ds_mla":
                 return PageSpec("mla", FP8_DS_MLA_TOKEN_BYTES, block_size)
@@ -170,10 +162,26 @@ def page_specs(
 ) -> tuple[PageSpec | None, ...]:
     """The cache specs vLLM gives one decoder layer: one (None: no cache), or two for a layer
     that keeps attention and a recurrent state (attention first, as vLLM names them)."""
+    if isinstance(layer, AttentionAndConv):
+        attention = page_spec(layer.attention, tp, kv_cache_dtype, block_size, state_dtype)
+        return attention, conv_page_spec(layer, tp, conv_dtype or state_dtype)
     parts = (layer.attention, layer.state) if isinstance(layer, AttentionAndState) else (layer,)
     return tuple(
         page_spec(part, tp, kv_cache_dtype, block_size, state_dtype, conv_dtype) for part in parts
     )
+
+
+def conv_page_spec(layer: AttentionAndConv, tp: int, dtype: DType) -> PageSpec:
+    """Inkling's conv tail as vLLM pages it (models/inkling/nvidia/sconv_swa_attn.py): a
+    ``SlidingWindowSpec`` of ``kernel``-token blocks and a window of ``kernel``, the four
+    streams of each KV head packed into one head of ``2 x head_dim + 2 x hidden / kv_heads``
+    values padded to a power of two, in the model dtype. Inkling-Small: 8 heads of
+    2 x 128 + 2 x 512 = 1,280 -> 2,048 values, 4 x 8 x 2,048 x 2 B = 131,072 B a page."""
+    heads = layer.attention.num_kv_heads
+    packed = layer.conv.conv_values // (layer.kernel - 1) // heads
+    head = 1 << (packed - 1).bit_length()
+    token = dtype.row_bytes(max(1, heads // tp) * head)
+    return PageSpec("sliding", token, layer.kernel, layer.kernel)
 
 
 def part_owners(layers: Sequence[LayerCache]) -> list[int]:
@@ -181,7 +189,7 @@ def part_owners(layers: Sequence[LayerCache]) -> list[int]:
     return [
         i
         for i, layer in enumerate(layers)
-        for _ in range(2 if isinstance(layer, AttentionAndState) else 1)
+        for _ in range(2 if isinstance(layer, (AttentionAndState, AttentionAndConv)) else 1)
     ]
 
 
@@ -243,3 +251,18 @@ def kv_cache_groups(specs: Sequence[PageSpec]) -> tuple[list[tuple[PageSpec, int
         padding += num_groups * group_size - count
         groups.extend((spec, group_size) for _ in range(num_groups))
     return groups, group_size, padding
+
+
+def unify_page_sizes(specs: list[PageSpec | None]) -> list[PageSpec | None]:
+    """vLLM's ``unify_kv_cache_spec_page_size``: a page smaller than the largest that divides
+    it takes proportionally more tokens a block (Inkling-Small: full attention's 16-token
+    65,536 B page becomes 32 tokens beside the 131,072 B conv page). Pages that do not divide
+    the largest (vLLM pads them, or refuses) are left for ``kv_cache_groups`` to refuse."""
+    pages = [s.page_bytes for s in specs if s is not None]
+    largest = max(pages, default=0)
+    return [
+        s
+        if s is None or s.kind == "mamba" or largest % s.page_bytes
+        else replace(s, block_size=s.block_size * (largest // s.page_bytes))
+        for s in specs
+    ]

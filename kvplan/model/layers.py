@@ -467,6 +467,7 @@ class AttentionAndConv:
 
     attention: FullAttention
     conv: RecurrentState
+    kernel: int
     kind: ClassVar[str] = "attention_conv"
 
     @property
@@ -513,7 +514,7 @@ def with_attention_conv(
         raise ValueError("hidden_size: required with attention_conv_kernel")
     channels = 2 * layer.num_kv_heads * layer.head_dim + 2 * hidden_size
     conv = RecurrentState("short_conv", (kernel - 1) * channels, 0, dtype)
-    return AttentionAndConv(layer, conv)
+    return AttentionAndConv(layer, conv, kernel)
 
 
 def _row(heads: int, dims: int, dtype: DType) -> str:
