@@ -136,6 +136,25 @@ CASES: list[dict[str, object]] = [
     {"name": "compressed-deepseek-v4-flash-8g", "fixture": "deepseek-v4-flash",
      "kind": "compressed MLA, a pool that holds requests", "kv_bytes": 8192 * MiB,
      "max_model_len": 8192, "block_size": 256},
+    # unequal attention pages that divide: vLLM grows the smaller page's block (32-token blocks,
+    # the CPU attention kernel's multiple: asked for 16, the build made Gemma 4's 32 and 64)
+    {"name": "unified-gemma-4-31b", "fixture": "gemma-4-31b",
+     "kind": "sliding/full 5:1, global head 512 (page unification)", "kv_bytes": 4096 * MiB,
+     "max_model_len": 8192, "block_size": 32, "text_only": "Gemma4ForCausalLM",
+     "overrides": {"num_hidden_layers": 12, "num_experts": None,
+                   "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 2}},
+    {"name": "unified-refused-gemma-4-31b", "fixture": "gemma-4-31b",
+     "kind": "sliding/full 5:1, global head 512 (page unification), refused",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 32,
+     "text_only": "Gemma4ForCausalLM",
+     "overrides": {"num_hidden_layers": 12, "num_experts": None,
+                   "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 2}},
+    {"name": "unified-refused-gemma-4-26b-a4b", "fixture": "gemma-4-26b-a4b",
+     "kind": "sliding/full 5:1 MoE, global head 512 (page unification), refused",
+     "kv_bytes": 512 * MiB, "max_model_len": 16384, "block_size": 32,
+     "max_num_batched_tokens": 2048, "text_only": "Gemma4ForCausalLM",
+     "overrides": {"num_hidden_layers": 18, "top_k_experts": 2,
+                   "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3}},
 ]
 
 #: config keys that size weights but no cache, shrunk to these values when present

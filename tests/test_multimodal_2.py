@@ -262,7 +262,7 @@ def test_vllm_profiles_three_gemma4_videos_at_32768() -> None:
     # Gemma 4 31B at 32,768: a video of 2,496 tokens is the largest item; budget max(8,192,
     # 2,496) = 8,192 holds 8,192 // 2,496 = 3 (a prompt holds 32,768 // 2,496 = 13):
     # 3 x 2,496 tokens x 5,376 (text hidden) x 2 B
-    # (the whole profile refuses Gemma 4's unequal pages; the encoder's part is read alone)
+    # (the encoder's part is read alone)
     cfg = with_batch_defaults(vllm.config(32768), H100)
     encoder = encoder_profile(load_model("gemma-4-31b"), cfg, "bfloat16")
     assert encoder is not None

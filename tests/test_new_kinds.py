@@ -129,9 +129,14 @@ def test_global_head_dim_and_kv_heads() -> None:
     )
     # 5 sliding x 2 x 8 x 256 x 2 B = 40,960; 1 full x 2 x 2 x 512 x 2 B = 4,096
     assert estimate(spec, 0).bytes_per_token == 40960 + 4096
-    # unequal pages: vLLM's page-size unification is not modelled, so it is refused
-    with pytest.raises(UnitError, match="unequal page sizes"):
-        vllm.layout(spec, vllm.config(4096))
+    # unequal pages that divide: vLLM's unify_kv_cache_spec_page_size gives the full layer
+    # 32-token blocks, 32 x 4,096 = 131,072 B, the sliding page of 16 x 8,192 B; one layer
+    # a group (5 sliding : 1 full, the smaller count), so six groups and no padding
+    _, groups, group_size, padding = vllm.layout(spec, vllm.config(4096))
+    assert [(g.kind, g.block_size, g.page_bytes) for g, _ in groups] == [
+        ("sliding", 16, 131072)
+    ] * 5 + [("full", 32, 131072)]
+    assert (group_size, padding) == (1, 0)
 
 
 def test_lfm2_short_conv_state() -> None:
