@@ -76,6 +76,8 @@ FROM_DEFAULTS = {
     "inkling_model": "test_arch_inkling.py",
     "inkling_mm_model": "test_arch_inkling.py",
     "inkling_text": "test_arch_inkling.py",
+    "qwen4_exp": "test_arch_qwen4_exp.py",
+    "qwen4_exp_text": "test_arch_qwen4_exp.py",
     "PanguProMoE": "test_arch_extend.py",
     "pangu_ultra_moe": "test_arch_extend.py",
     "nemotron_h_puzzle": "test_arch_extend.py",

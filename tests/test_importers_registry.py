@@ -141,17 +141,7 @@ def test_every_text_class_of_vllm_032_and_033_is_read() -> None:
 
 
 #: The text classes not read yet, each with what it needs: reading one removes it here.
-NOT_YET_READ = {
-    # models/qwen4_exp (Qwen3.8-Flash-Next): gated-delta-net layers, and every fourth a QSA
-    # layer: GQA K and V a token, one indexer key of indexer_head_dim per
-    # indexer_compress_ratio tokens (QSACompressedKeyCache, bf16 unless the indexer dtype is
-    # fp8), a ring of compress_ratio raw bf16 keys (QSAKeyStateCache, with 3 int64 MRoPE
-    # positions a slot when the model uses MRoPE); each layer in ple_layer_ids adds a
-    # replicated short-conv state of (ple_conv_kernel_size - 1) x ngram_size positions over
-    # hc_count x hidden_size channels. Needs a GQA form of indexed_attention, a second state
-    # on the PLE layers and a parameter count of the hyper-connections and n-gram tables.
-    "Qwen4ExpForCausalLM": "QSA's compressed keys and the PLE state, unread",
-}
+NOT_YET_READ: dict[str, str] = {}
 
 
 def test_second_half_of_the_vllm_registry_is_read() -> None:

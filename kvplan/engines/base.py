@@ -25,6 +25,11 @@ def refuse_unread_kinds(layers: Iterable[object], profile: str) -> None:
     a cache it does not model as nothing (``profile``: "SGLang profile", ...)."""
     for layer in layers:
         kind = str(getattr(layer, "kind", ""))
+        if getattr(layer, "replicated_values", 0):
+            raise UnitError(
+                f"{profile}: Qwen4Exp's PLE conv state is not modelled (the ideal cache,"
+                " `kvplan calc` with no engine, gives its exact bytes)"
+            )
         if kind not in READ_KINDS:
             raise UnitError(
                 f"{profile}: {kind} layers are not modelled (the ideal cache, `kvplan calc`"

@@ -141,6 +141,12 @@ def page_spec(
             if isinstance(layer, ChunkedLocalAttention):
                 return PageSpec("chunked", token, block_size, layer.chunk)
             return PageSpec("full", token, block_size)
+        case RecurrentState() if layer.replicated_values:
+            # vLLM pages Qwen4Exp's PLE tail as a Mamba layer of its own (its own group)
+            raise UnitError(
+                "vLLM profile: Qwen4Exp's PLE conv state (a cache layer of its own) is not"
+                " modelled (kvplan calc gives its exact bytes)"
+            )
         case RecurrentState():
             shard = layer.shard(tp)
             assert isinstance(shard, RecurrentState)

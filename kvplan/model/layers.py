@@ -305,6 +305,8 @@ class RecurrentState:
     the recurrent (SSM) state; both are stored in ``state_dtype``, not in the KV cache dtype,
     unless ``conv_dtype`` names the convolution tail's own (Kimi delta attention keeps its
     tail in the model dtype and its state in float32: vLLM's ``kda_state_dtype``).
+    ``replicated_values`` are a second conv tail, in the conv dtype, that every tensor-parallel
+    rank keeps whole (Qwen4Exp's PLE short conv beside a gated delta net).
     """
 
     kind: str
@@ -312,10 +314,15 @@ class RecurrentState:
     ssm_values: int
     state_dtype: DType
     conv_dtype: DType | None = None
+    replicated_values: int = 0
 
     def __post_init__(self) -> None:
         as_str(self.kind, "kind", "the state's kind, such as 'mamba'")
-        check_ints(conv_values=self.conv_values, ssm_values=self.ssm_values)
+        check_ints(
+            conv_values=self.conv_values,
+            ssm_values=self.ssm_values,
+            replicated_values=self.replicated_values,
+        )
         as_instance(self.state_dtype, DType, "state_dtype", "a DType (resolve_dtype)")
         if self.conv_dtype is not None:
             as_instance(self.conv_dtype, DType, "conv_dtype", "a DType (resolve_dtype)")
@@ -327,7 +334,8 @@ class RecurrentState:
     @property
     def state_bytes(self) -> int:
         conv_dtype = self.conv_dtype or self.state_dtype
-        return conv_dtype.row_bytes(self.conv_values) + self.state_dtype.row_bytes(self.ssm_values)
+        conv = conv_dtype.row_bytes(self.conv_values) + conv_dtype.row_bytes(self.replicated_values)
+        return conv + self.state_dtype.row_bytes(self.ssm_values)
 
     def k_token_bytes(self, dtype: DType) -> int:
         return 0
@@ -339,7 +347,8 @@ class RecurrentState:
         return 0
 
     def shard(self, tensor_parallel_size: int) -> LayerCache:
-        # The state is split like its heads (channels of the conv state, heads of the SSM).
+        # The state is split like its heads (channels of the conv state, heads of the SSM);
+        # a replicated tail stays whole.
         return replace(
             self,
             conv_values=cdiv(self.conv_values, tensor_parallel_size),
@@ -348,12 +357,20 @@ class RecurrentState:
 
     def describe(self) -> str:
         tail = f" in {self.conv_dtype.name}" if self.conv_dtype else ""
+        side = f" + {self.replicated_values:,} replicated conv" if self.replicated_values else ""
         return (
-            f"{self.kind} state: {self.conv_values:,} conv{tail} + {self.ssm_values:,} ssm"
+            f"{self.kind} state: {self.conv_values:,} conv{tail}{side} + {self.ssm_values:,} ssm"
             f" values in {self.state_dtype.name}"
         )
 
     def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        if self.replicated_values:
+            conv_dtype = self.conv_dtype or self.state_dtype
+            return (
+                f"({self.conv_values:,} + {self.replicated_values:,} replicated) conv values x"
+                f" {_per_value(conv_dtype)} + {self.ssm_values:,} ssm values x"
+                f" {_per_value(self.state_dtype)}, whatever the context"
+            )
         if not self.ssm_values:  # a short convolution keeps only its tail
             return (
                 f"{self.conv_values:,} conv values x {_per_value(self.state_dtype)},"

@@ -1,6 +1,6 @@
 """Compressed and sparse attention caches: DeepSeek V4's compressed latents, MiniMax M3's
-indexer keys, GLM-5.3's pooled indexer keys. Each class answers the questions of
-``kvplan.model.layers.LayerCache``.
+indexer keys, GLM-5.3's pooled indexer keys, Qwen4Exp's compressed QSA keys. Each class
+answers the questions of ``kvplan.model.layers.LayerCache``.
 
 DeepSeek V4 (vLLM models/deepseek_v4/attention.py, compressor.py) keeps, in every layer, the
 latent of the last ``sliding_window`` tokens, and in a layer of ``compress_ratio`` r > 1 one
@@ -13,7 +13,7 @@ The open group of r tokens still being compressed lives in an fp32 ring per laye
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 from kvplan.arguments import check_ints
@@ -107,6 +107,14 @@ class CompressedLatent:
         return f"{self.entry_bytes} B x {entries} (1 per {self.compress_ratio} tokens) + {fixed}"
 
 
+def _sharded(attention: FullAttention, tensor_parallel_size: int) -> FullAttention:
+    """``attention``'s heads on one rank (the indexer's one-head caches beside it stay whole)."""
+    shard = attention.shard(tensor_parallel_size)
+    if not isinstance(shard, FullAttention):
+        raise TypeError("FullAttention.shard returned another kind")
+    return shard
+
+
 @dataclass(frozen=True, slots=True)
 class SparseAttention:
     """GQA attention plus the sparse indexer's key (MiniMax M3, vLLM minimax_m3 indexer.py):
@@ -140,10 +148,7 @@ class SparseAttention:
         return cdiv(context_tokens, block_size)
 
     def shard(self, tensor_parallel_size: int) -> LayerCache:
-        attention = self.attention.shard(tensor_parallel_size)
-        if not isinstance(attention, FullAttention):
-            raise TypeError("FullAttention.shard returned another kind")
-        return SparseAttention(attention, self.index_head_dim)
+        return replace(self, attention=_sharded(self.attention, tensor_parallel_size))
 
     def describe(self) -> str:
         return f"{self.attention.describe()}, indexer key {self.index_head_dim} (bf16)"
@@ -214,6 +219,79 @@ class IndexedLatent:
         return f"{latent} + indexer {key} B x {pools} + ring {self.state_bytes:,} B"
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedAttention:
+    """Qwen4Exp's QSA layer (vLLM 0.32 models/qwen4_exp/nvidia/qsa.py, indexer_qsa.py,
+    common/qsa_cache.py): GQA K and V a token (``FullAttentionSpec``), plus the indexer's
+    compressed key, one bf16 row of ``index_head_dim`` per ``tokens_per_key`` tokens
+    (``QSACompressedKeyCache``, an ``MLAAttentionSpec`` with ``tokens_per_state``), plus a ring
+    of ``tokens_per_key`` raw bf16 keys for the open group (``QSAKeyStateCache``, a
+    ``CircularBufferSpec``, one block a request); with MRoPE each slot also holds the key's 3
+    int64 positions, after the key rounded up to 4 values: 128 + 12 = 140 values. The keys and
+    the ring are one head, kept whole on every rank. Qwen3.8-Flash-Next (2 KV heads of 256,
+    index dim 128, ratio 4): 2,048 B a token, 256 B per 4 tokens, ring 4 x 140 x 2 = 1,120 B."""
+
+    attention: FullAttention
+    index_head_dim: int
+    tokens_per_key: int
+    ring_bytes: int
+    kind: ClassVar[str] = "indexed_attention"
+
+    def __post_init__(self) -> None:
+        check_ints(minimum=1, maximum=MAX_DIM, index_head_dim=self.index_head_dim)
+        check_ints(minimum=2, maximum=MAX_DIM, tokens_per_key=self.tokens_per_key)
+        check_ints(ring_bytes=self.ring_bytes)
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    @property
+    def key_bytes(self) -> int:
+        return resolve_dtype("bfloat16").row_bytes(self.index_head_dim)
+
+    @property
+    def pool_parts(self) -> tuple[int, int]:
+        return self.key_bytes, self.tokens_per_key
+
+    @property
+    def state_bytes(self) -> int:
+        return self.ring_bytes
+
+    def k_token_bytes(self, dtype: DType) -> int:
+        return self.attention.k_token_bytes(dtype)
+
+    def v_token_bytes(self, dtype: DType) -> int:
+        return self.attention.v_token_bytes(dtype)
+
+    def max_blocks(self, context_tokens: int, block_size: int) -> int:
+        return cdiv(context_tokens, block_size)
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        return replace(self, attention=_sharded(self.attention, tensor_parallel_size))
+
+    def describe(self) -> str:
+        return (
+            f"{self.attention.describe()}, indexer key {self.key_bytes} B per"
+            f" {self.tokens_per_key} tokens, ring {self.ring_bytes:,} B"
+        )
+
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
+        keys = format_count(context_tokens // self.tokens_per_key, "key")
+        return f"{attention} + indexer {self.key_bytes} B x {keys} + ring {self.ring_bytes:,} B"
+
+
+def qsa_ring_bytes(index_head_dim: int, tokens_per_key: int, rope_positions: bool) -> int:
+    """``QSAKeyStateCache``'s page without draft tokens: ``tokens_per_key`` slots of the raw
+    bf16 key, and with MRoPE its 3 int64 positions (4 bf16 values each) after the key rounded
+    up to 4 values."""
+    width = index_head_dim
+    if rope_positions:
+        width = cdiv(index_head_dim, 4) * 4 + 3 * 4
+    return tokens_per_key * width * 2
+
+
 def compressed_latent(
     ratio: int, head_dim: int, rope_dim: int, window: int, index_head_dim: int
 ) -> CompressedLatent:
@@ -263,9 +341,27 @@ class SpecKeys(Protocol):
     def kv_lora_rank(self) -> int | None: ...
     @property
     def index_kpool(self) -> int | None: ...
+    @property
+    def index_rope_positions(self) -> bool | None: ...
 
 
-def _indexed_latent(spec: SpecKeys) -> IndexedLatent:
+def _indexed_attention(spec: SpecKeys) -> IndexedAttention:
+    dim, ratio, head_dim = spec.index_head_dim, spec.index_kpool, spec.head_dim
+    if dim is None or ratio is None or head_dim is None:
+        raise ValueError(
+            "index_head_dim, index_kpool, head_dim: required by indexed_attention layers"
+            " (kv_lora_rank too for an MLA latent, GLM-5.3; without it GQA, Qwen4Exp)"
+        )
+    if ratio < 2:
+        raise ValueError(f"index_kpool: {ratio} must be at least 2 (tokens per indexer key)")
+    ring = qsa_ring_bytes(dim, ratio, bool(spec.index_rope_positions))
+    v_dim = spec.v_head_dim or head_dim
+    return IndexedAttention(FullAttention(spec.kv_heads, head_dim, v_dim), dim, ratio, ring)
+
+
+def _indexed_latent(spec: SpecKeys) -> IndexedLatent | IndexedAttention:
+    if spec.kv_lora_rank is None:  # GQA with the QSA indexer (Qwen4Exp), not an MLA latent
+        return _indexed_attention(spec)
     # GLM-5.3 applies no rotary (qk_rope_head_dim 0): an absent key caches no rope part
     rank, rope = spec.kv_lora_rank, spec.qk_rope_head_dim or 0
     dim, pool = spec.index_head_dim, spec.index_kpool

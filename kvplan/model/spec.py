@@ -175,7 +175,21 @@ class ModelSpec:
         max_length=MAX_LAYERS,
     )
     index_kpool: Count | None = _key(
-        "GLM-5.3: tokens per indexer key of an indexed_attention layer (one fp8 key a pool).", None
+        "Tokens per indexer key of an indexed_attention layer: GLM-5.3's fp8 key a pool,"
+        " Qwen4Exp's bf16 compressed key (indexer_compress_ratio).",
+        None,
+    )
+    index_rope_positions: Flag | None = _key(
+        "Qwen4Exp: the QSA ring keeps each raw key's 3 int64 MRoPE positions beside it.", None
+    )
+    ple_layers: tuple[Count, ...] | None = _key(
+        "Qwen4Exp: the linear_attention layers (0-based) that also keep the PLE conv tail.",
+        None,
+        max_length=MAX_LAYERS,
+    )
+    ple_conv_values: Dim | None = _key(
+        "Qwen4Exp: values of one PLE conv tail, in the conv tail's dtype, whole on every rank.",
+        None,
     )
     compress_ratios: tuple[Count, ...] | None = _key(
         "DeepSeek V4: each compressed_attention layer's tokens per compressed entry"
@@ -460,7 +474,7 @@ class ModelSpec:
             case "mamba":
                 return self._mamba_state()
             case "linear_attention":
-                return self._linear_state()
+                return self._linear_state(i)
             case "short_conv":
                 return self._short_conv_state()
             case kind if kind in SPARSE_KINDS:
@@ -523,7 +537,7 @@ class ModelSpec:
         conv = channels * (kernel - 1)
         return RecurrentState("short_conv", conv, 0, resolve_dtype(self.state_dtype))
 
-    def _linear_state(self) -> RecurrentState:
+    def _linear_state(self, i: int) -> RecurrentState:
         nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
         dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
         kernel = self.linear_conv_kernel_dim
@@ -536,7 +550,12 @@ class ModelSpec:
         conv = (2 * nk * dk + nv * dv) * (kernel - 1)
         state, conv_dtype = resolve_dtype(self.state_dtype), self.conv_dtype
         tail = None if conv_dtype is None else resolve_dtype(conv_dtype)
-        return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail)
+        if i not in (self.ple_layers or ()):
+            return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail)
+        if self.ple_conv_values is None:
+            raise ValueError("ple_conv_values: required with ple_layers")
+        ple = self.ple_conv_values
+        return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail, ple)
 
 
 def _field_defaults(cls: type) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from kvplan.importers.rules import UNIFORM_KINDS, Rule, layers_explicit, pattern
 FAMILY = "qwen"
 
 #: Gated-delta linear attention: its state sizes, copied as they are.
-_LINEAR = (
+LINEAR_KEYS = (
     "linear_num_key_heads",
     "linear_num_value_heads",
     "linear_key_head_dim",
@@ -168,7 +168,7 @@ _QWEN3_5_VISION = {
 }
 
 
-def _count_qwen3_5_vision(config: Config, text_hidden: int) -> Count:
+def count_qwen3_5_vision(config: Config, text_hidden: int) -> Count:
     """Qwen3.5's vision tower: a Conv3d patch embedding with bias, a learned position table,
     ``depth`` blocks (two LayerNorms, biased qkv and proj, a biased fc1/fc2 MLP) and the patch
     merger (LayerNorm, fc1 over ``spatial_merge_size``^2 patches, fc2 to ``out_hidden_size``,
@@ -207,7 +207,7 @@ register(
     "qwen3_next",
     Rule(
         layers=_layers_qwen3_next,
-        extra=_LINEAR,
+        extra=LINEAR_KEYS,
         defaults={"full_attention_interval": 4},
         parameters=_count_qwen3_next,
     ),
@@ -261,7 +261,7 @@ def _qwen3_5_rule(defaults: Mapping[str, object]) -> Rule:
     """Qwen3.5 reads like Qwen3-Next: vLLM's qwen3_5.py builds Qwen3NextAttention and the gated
     delta net from layer_types and sizes the recurrent state from the same linear_* keys."""
     return Rule(
-        layers=_layers_qwen3_next, extra=_LINEAR, defaults=defaults, parameters=_count_qwen3_5
+        layers=_layers_qwen3_next, extra=LINEAR_KEYS, defaults=defaults, parameters=_count_qwen3_5
     )
 
 
@@ -290,7 +290,7 @@ register_wrapper(
     "qwen3_5",
     "qwen3_5_text",
     "Qwen3.5 with vision (vLLM: Qwen3_5ForConditionalGeneration): the text model in text_config",
-    vision=_count_qwen3_5_vision,
+    vision=count_qwen3_5_vision,
     engines=("vllm",),
 )
 # Qwen3-VL: Qwen3 (dense or MoE) in text_config, Qwen3.5's vision tower plus deepstack mergers.
@@ -305,7 +305,7 @@ for _wrapper, _text, _class in (
         _wrapper,
         _text,
         "Qwen3-VL: the text model in text_config; the vision tower with its deepstack mergers",
-        vision=_count_qwen3_5_vision,
+        vision=count_qwen3_5_vision,
         architectures=(_class,),
     )
 register_wrapper(
@@ -313,6 +313,6 @@ register_wrapper(
     "qwen3_5_moe",
     "qwen3_5_moe_text",
     "Qwen3.5-MoE with vision (vLLM: Qwen3_5MoeForConditionalGeneration): text in text_config",
-    vision=_count_qwen3_5_vision,
+    vision=count_qwen3_5_vision,
     engines=("vllm",),
 )
