@@ -34,7 +34,6 @@ from kvplan.model.layers import (
     LayerTerm,
     MLALatent,
     NoCache,
-    RecurrentState,
     SharedKV,
     SlidingWindowAttention,
     layer_term,
@@ -56,6 +55,7 @@ from kvplan.model.multimodal import Multimodal
 from kvplan.model.sparse import SPARSE_KINDS, sparse_layer
 from kvplan.model.spec_dtypes import canonical_dtype as _canonical_dtype
 from kvplan.model.spec_dtypes import model_dtype as _model_dtype
+from kvplan.model.states import linear_state, mamba_state, short_conv_state
 from kvplan.units import DType, resolve_dtype
 from kvplan.validation import check_kind, read_yaml
 
@@ -472,16 +472,16 @@ class ModelSpec:
                     self._kv_heads(i), *self._head_dims(i), chunk=self.attention_chunk_size
                 )
             case "mamba":
-                return self._mamba_state()
+                return mamba_state(self)
             case "linear_attention":
-                return self._linear_state(i)
+                return linear_state(self, i)
             case "short_conv":
-                return self._short_conv_state()
+                return short_conv_state(self)
             case kind if kind in SPARSE_KINDS:
                 return sparse_layer(self, i, kind)
             case "attention_mamba":
                 attention = FullAttention(self._kv_heads(i), *self._head_dims(i))
-                return AttentionAndState(attention, self._mamba_state())
+                return AttentionAndState(attention, mamba_state(self))
             case _:
                 return NoCache()
 
@@ -505,57 +505,6 @@ class ModelSpec:
                 )
             head_dim = self.hidden_size // self.num_attention_heads
         return head_dim, self.v_head_dim or head_dim
-
-    def _mamba_state(self) -> RecurrentState:
-        d_state, d_conv = self.mamba_d_state, self.mamba_d_conv
-        if d_state is None or d_conv is None:
-            raise ValueError("mamba_d_state, mamba_d_conv: required by mamba layers")
-        if self.mamba_n_heads is not None or self.mamba_d_head is not None:
-            # Mamba2: the conv state covers x, B and C; the SSM state is heads x head_dim x state.
-            if self.mamba_n_heads is None or self.mamba_d_head is None:
-                raise ValueError("mamba_n_heads, mamba_d_head: Mamba2 layers need both")
-            d_inner = self.mamba_n_heads * self.mamba_d_head
-            groups = self.mamba_n_groups or 1
-            conv = (d_inner + 2 * groups * d_state) * (d_conv - 1)
-            ssm = d_inner * d_state
-        else:
-            # Mamba1: d_inner channels, each with a conv tail and a d_state-wide state.
-            if self.mamba_expand is None or self.hidden_size is None:
-                raise ValueError("mamba_expand, hidden_size: required by Mamba1 layers")
-            d_inner = self.mamba_expand * self.hidden_size
-            conv = d_inner * (d_conv - 1)
-            ssm = d_inner * d_state
-        tail = None if self.conv_dtype is None else resolve_dtype(self.conv_dtype)
-        return RecurrentState("mamba", conv, ssm, resolve_dtype(self.state_dtype), tail)
-
-    def _short_conv_state(self) -> RecurrentState:
-        kernel = self.conv_L_cache or 3  # Lfm2Config's default
-        channels = self.conv_dim or self.hidden_size
-        if channels is None:
-            raise ValueError("conv_dim: required by short_conv layers without hidden_size")
-        # a depthwise convolution over conv_dim channels keeps its last kernel - 1 inputs
-        conv = channels * (kernel - 1)
-        return RecurrentState("short_conv", conv, 0, resolve_dtype(self.state_dtype))
-
-    def _linear_state(self, i: int) -> RecurrentState:
-        nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
-        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
-        kernel = self.linear_conv_kernel_dim
-        if nk is None or nv is None or dk is None or dv is None or kernel is None:
-            raise ValueError(
-                "linear_num_key_heads, linear_num_value_heads, linear_key_head_dim,"
-                " linear_value_head_dim, linear_conv_kernel_dim: required by linear_attention"
-            )
-        # Gated delta net: a conv tail over q, k and v, and a dk x dv state per value head.
-        conv = (2 * nk * dk + nv * dv) * (kernel - 1)
-        state, conv_dtype = resolve_dtype(self.state_dtype), self.conv_dtype
-        tail = None if conv_dtype is None else resolve_dtype(conv_dtype)
-        if i not in (self.ple_layers or ()):
-            return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail)
-        if self.ple_conv_values is None:
-            raise ValueError("ple_conv_values: required with ple_layers")
-        ple = self.ple_conv_values
-        return RecurrentState("linear_attention", conv, nv * dk * dv, state, tail, ple)
 
 
 def _field_defaults(cls: type) -> dict[str, Any]:
