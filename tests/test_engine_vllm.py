@@ -426,6 +426,11 @@ def test_unknown_version() -> None:
         ("0.25.0", "0.25", False),  # its own line since the 0.25 rules were read
         ("0.27.0", "0.27", False),
         ("0.7.3", "0.8", True),
+        # as vLLM prints a build: a local tag alone says nothing; a pre-release is noted
+        ("0.32.0+cpu", "0.32", False),
+        ("0.28.1rc1.dev50+gcac8a75a7.d20260828", "0.28", True),
+        ("0.30.0rc2", "0.32", True),
+        ("0.21.0.dev3", "0.24", True),
     ],
 )
 def test_engine_version_as_users_type_it(typed: str, line: str, noted: bool) -> None:

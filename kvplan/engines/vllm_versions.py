@@ -157,8 +157,15 @@ def resolve_version(version: str | None) -> VersionChoice:
     if version is None:
         return VersionChoice(DEFAULT_VERSION, DEFAULT_VERSION, "")
     text = version.strip().lower().removeprefix("v")
-    # a build's local tag (0.32.0+cpu) and a re-packaging (0.12.0.post2) size nothing
+    # a build's local tag (0.32.0+cpu, +gcac8a75a7.d20260828) and a re-packaging
+    # (0.12.0.post2) size nothing
     text = re.sub(r"(\+[a-z0-9.]+|\.post\d+)$", "", text)
+    # a release candidate, alpha, beta or development build (0.28.1rc1.dev50) is read with
+    # the line of the release it leads to, and the answer says so
+    pre = re.fullmatch(r"(\d+\.\d+(?:\.\d+)?)((?:rc|a|b)\d+)?(\.dev\d+)?", text)
+    prerelease = pre is not None and (pre.group(2) or pre.group(3)) is not None
+    if pre is not None:
+        text = pre.group(1)
     parts = text.split(".")
     if ".".join(parts) in _HOTFIXES:
         parts = parts[:3]
@@ -170,7 +177,13 @@ def resolve_version(version: str | None) -> VersionChoice:
     release = (int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 0)
     for line, first, last in _LINES:
         if first <= release <= last:
-            return VersionChoice(version, line, "")
+            note = (
+                f"vLLM {version.strip()[:40]} is a pre-release of {text}; using the {line} rules"
+                f" (v{_span(line)}), the line of that release"
+                if prerelease
+                else ""
+            )
+            return VersionChoice(version, line, note)
     line, where = _nearest_line(release)
     return VersionChoice(
         version,
