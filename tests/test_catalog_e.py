@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvplan import estimate
+import pytest
+
+from kvplan import estimate, load_model
+from kvplan.engines import vllm
 from kvplan.importers import import_config, parameters_from_config
 from kvplan.importers.config import spec_from_config
 from kvplan.model.layers import FullAttention, RecurrentState
@@ -73,8 +76,9 @@ def test_qwen3_5_9b_cache() -> None:
     assert (state.conv_values, state.ssm_values) == (24576, 524288)
     # 8 full layers x 2 x 4 K/V heads x 256 x 2 B = 32,768 B a token
     assert estimate(spec, 0).bytes_per_token == 32768
-    # + 24 x (24,576 + 524,288) x 4 B (float32 state) = 52,690,944 B a sequence
-    assert estimate(spec, 1000).kv_cache_bytes == 32768 * 1000 + 52_690_944
+    # + 24 x (24,576 x 2 B (bf16 conv tail) + 524,288 x 4 B (float32 state, the config's
+    # mamba_ssm_dtype)) = 51,511,296 B a sequence
+    assert estimate(spec, 1000).kv_cache_bytes == 32768 * 1000 + 51_511_296
 
 
 def test_qwen3_5_9b_parameters() -> None:
@@ -119,3 +123,20 @@ def test_qwen3_5_moe_every_layer_is_sparse() -> None:
     spec = import_config(FIXTURES / "qwen3.5-35b-a3b").spec
     # 10 full layers x 2 x 2 K/V heads x 256 x 2 B = 20,480 B a token
     assert estimate(spec, 0).bytes_per_token == 20480
+
+
+@pytest.mark.parametrize(
+    ("asked", "state_bytes"),
+    [
+        # auto: the config's mamba_ssm_dtype float32, the conv tail in bf16 (vLLM's Qwen3_5
+        # config hook): 24,576 x 2 B + 524,288 x 4 B
+        (None, 2_146_304),
+        # a flag the user gives wins over the config: 24,576 x 2 B + 524,288 x 2 B
+        ("bfloat16", 1_097_728),
+    ],
+)
+def test_qwen3_5_state_in_vllm_follows_the_config(asked: str | None, state_bytes: int) -> None:
+    spec = load_model("qwen3.5-9b")
+    specs, *_ = vllm.layout(spec, vllm.config(8192, mamba_ssm_cache_dtype=asked))
+    states = {s.token_bytes for s in specs if s is not None and s.kind == "mamba"}
+    assert states == {state_bytes}

@@ -257,11 +257,25 @@ _QWEN3_5_MOE = _QWEN3_5_SHARED | {
 }
 
 
+def _qwen3_5_state(r: Reading) -> None:
+    """A stated ``mamba_ssm_dtype`` is the SSM state's dtype, the conv tail staying in the model
+    dtype: vLLM's Qwen3_5 config hook (model_executor/models/config.py, since PR 34489 of
+    February 2026) adopts it when ``--mamba-ssm-cache-dtype`` is auto."""
+    stated = r.config.get("mamba_ssm_dtype")
+    if stated is not None:
+        r.spec["state_dtype"] = stated
+        r.spec["conv_dtype"] = r.spec["torch_dtype"]
+
+
 def _qwen3_5_rule(defaults: Mapping[str, object]) -> Rule:
     """Qwen3.5 reads like Qwen3-Next: vLLM's qwen3_5.py builds Qwen3NextAttention and the gated
     delta net from layer_types and sizes the recurrent state from the same linear_* keys."""
     return Rule(
-        layers=_layers_qwen3_next, extra=LINEAR_KEYS, defaults=defaults, parameters=_count_qwen3_5
+        layers=_layers_qwen3_next,
+        extra=LINEAR_KEYS,
+        defaults=defaults,
+        state=_qwen3_5_state,
+        parameters=_count_qwen3_5,
     )
 
 
