@@ -136,6 +136,12 @@ CASES: list[dict[str, object]] = [
     {"name": "compressed-deepseek-v4-flash-8g", "fixture": "deepseek-v4-flash",
      "kind": "compressed MLA, a pool that holds requests", "kv_bytes": 8192 * MiB,
      "max_model_len": 8192, "block_size": 256},
+    # a Mamba2 mixer beside attention in every layer, with prefix caching (the config names no
+    # class: the case names vLLM's)
+    {"name": "prefix-mamba2-falcon-h1-7b", "fixture": "falcon-h1-7b",
+     "kind": "Mamba2 beside attention, prefix caching (align)", "kv_bytes": 1024 * MiB,
+     "max_model_len": 8192, "block_size": 128, "prefix_caching": True,
+     "text_only": "FalconH1ForCausalLM", "overrides": {"num_hidden_layers": 4}},
     # unequal attention pages that divide: vLLM grows the smaller page's block (32-token blocks,
     # the CPU attention kernel's multiple: asked for 16, the build made Gemma 4's 32 and 64)
     {"name": "unified-gemma-4-31b", "fixture": "gemma-4-31b",

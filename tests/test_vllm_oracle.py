@@ -134,6 +134,10 @@ def test_the_override_line_is_what_vllm_printed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if "error" in c], ids=lambda c: c["name"])
 def test_refusals_and_the_estimated_maximum_length(case: dict[str, Any], tmp_path: Path) -> None:
+    if RECORDING != KEPT:
+        # a live run on a host whose CPU build cannot start the case at all (an AMX host
+        # takes the AMX MLA backend, which needs 32-token blocks) says so, not a refusal
+        _not_run(case)
     ours = _kvplan(case, tmp_path)
     assert "To serve at least one request" in case["error"]
     assert ours.fit_blocks < ours.blocks_per_request

@@ -69,7 +69,7 @@ from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes, served_dtype
-from kvplan.model.layers import RecurrentState
+from kvplan.model.layers import AttentionAndState, RecurrentState
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import pipeline_partition, weights_for_pool
@@ -373,7 +373,8 @@ def layout(
 
 def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:
     """What vLLM's own flags resolve to for ``spec`` (kvplan.engines.vllm_flags)."""
-    recurrent = any(isinstance(layer, RecurrentState) for layer in spec.layers)
+    # Falcon-H1 and Zamba2 layers run a Mamba2 mixer beside attention: vLLM's is_hybrid
+    recurrent = any(isinstance(layer, RecurrentState | AttentionAndState) for layer in spec.layers)
     return resolve(spec, with_batch_defaults(cfg, None), recurrent=recurrent)
 
 
