@@ -613,3 +613,25 @@ def test_prefix_caching_on_a_recurrent_hybrid_is_refused_before_032() -> None:
     code, _, err = _cli(*args, "--engine-version", "0.19", "--enable-prefix-caching")
     assert code == 2
     assert "align mode is modelled from vLLM 0.32" in err
+
+
+@pytest.mark.parametrize("layout", ["int8_per_token_head", "fp8_per_token_head"])
+def test_per_token_head_cache_through_plan(layout: str) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    # Qwen3 8B: 36 layers of 8 KV heads x 128; a token a layer holds 1 B x 8 x (128 + 128)
+    # values and an fp32 scale a head for K and for V, 2,048 + 64 = 2,112 B: a 16-token
+    # page is 33,792 B
+    spec = kvplan.load_model("qwen3-8b")
+    result = vllm.profile(spec, "H100", vllm.config(8192, kv_cache_dtype=layout))
+    assert result.page_bytes == 16 * 2_112 == 33_792
+    runner = CliRunner()
+    args = ["plan", "qwen3-8b", "-g", "h100", "--max-model-len", "8K", "--kv-cache-dtype", layout]
+    answer = runner.invoke(app, [*args, "--engine", "vllm"])
+    assert answer.exit_code == 0, answer.output
+    assert f"{result.gpu_kv_cache_tokens:,} tokens" in answer.output
+    refused = runner.invoke(app, [*args, "--engine", "sglang"])
+    assert refused.exit_code == 2
+    assert f"--kv-cache-dtype {layout}: vLLM's per-token-head layout" in refused.output

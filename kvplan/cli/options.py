@@ -155,7 +155,8 @@ _KV_CACHE_DTYPE = typer.Option(
     help="KV cache dtype: auto (the dtype the model is served in: a float32 checkpoint in"
     " bfloat16, as the engines' --dtype auto), float16, bfloat16, float32, fp8 (e4m3),"
     " fp8_e5m2, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4 (llama.cpp: q8_0"
-    " for fp8).",
+    " for fp8); vLLM's layouts int8_per_token_head, fp8_per_token_head (a scale per token"
+    " and head) with plan --engine vllm.",
 )
 KvCacheDtypeOpt = Annotated[str, _KV_CACHE_DTYPE]
 OptionalKvCacheDtypeOpt = Annotated[str | None, _KV_CACHE_DTYPE]

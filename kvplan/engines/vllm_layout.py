@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import UnitError
+from kvplan.model.dtypes import PER_TOKEN_HEAD as PER_TOKEN_HEAD
 from kvplan.model.layers import (
     AttentionAndConv,
     AttentionAndState,
@@ -77,8 +78,6 @@ class PageSpec:
                 return cdiv(length, bs)
 
 
-#: ``--kv-cache-dtype`` values that are layouts rather than plain element types.
-PER_TOKEN_HEAD = {"int8_per_token_head": "int8", "fp8_per_token_head": "fp8_e4m3"}
 FP8_DS_MLA_TOKEN_BYTES = 656  # 512 fp8 latent values + 4 fp32 scales + 64 bf16 rope values
 
 

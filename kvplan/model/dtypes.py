@@ -38,6 +38,11 @@ SERVING_ENGINES = ("ideal", "vllm", "sglang", "trtllm", "tgi", "llama.cpp", "ik_
 _ENGINES = (*SERVING_ENGINES, "transformers")
 
 
+#: vLLM's ``--kv-cache-dtype`` layouts of one-byte values with an fp32 scale per token and
+#: head (``int8_per_token_head``, ``fp8_per_token_head``), by the element type they store.
+PER_TOKEN_HEAD = {"int8_per_token_head": "int8", "fp8_per_token_head": "fp8_e4m3"}
+
+
 class CacheDTypes(NamedTuple):
     """The model's run dtype and the K and V cache dtypes, with the reason in words."""
 
@@ -126,6 +131,17 @@ def cache_dtypes(
     k_name, v_name = _explicit(k_dtype, "k_dtype") or both, _explicit(v_dtype, "v_dtype") or both
     if k_name is None and v_name is None:
         return CacheDTypes(model, model, model, why)
+    layout = both if both in PER_TOKEN_HEAD else None
+    if layout is not None:
+        if engine != "vllm":
+            raise UnitError(
+                f"--kv-cache-dtype {layout}: vLLM's per-token-head layout, read with --engine"
+                f" vllm only; for {engine} give one of {', '.join(FLOAT_DTYPES)}, fp8, int8"
+            )
+        k_name = v_name = PER_TOKEN_HEAD[layout]
+        why = f"as given: {k_name} values with an fp32 scale per token and head ({layout})"
+    else:
+        why = f"as given; the model runs in {model.name}"
     k = resolve_dtype(k_name) if k_name is not None else model
     v = resolve_dtype(v_name) if v_name is not None else model
-    return CacheDTypes(model, k, v, f"as given; the model runs in {model.name}")
+    return CacheDTypes(model, k, v, why)
