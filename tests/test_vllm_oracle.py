@@ -269,7 +269,8 @@ def test_other_releases_refusals(line: str, case: dict[str, Any], tmp_path: Path
         # boundaries each rule change sets (kvplan.engines.vllm_versions.RULES)
         *[(v, "0.8") for v in ("0.8.0", "0.8.5", "0.8.5.post2", "0.9.0", "0.9.0.1")],
         *[(v, "0.19") for v in ("0.9.1", "0.9.2", "0.10.1.1", "0.12.0.post2", "0.19.1")],
-        *[(v, "0.24") for v in ("0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0")],
+        *[(v, "0.20") for v in ("0.20.0", "0.20.2")],
+        *[(v, "0.24") for v in ("0.21.0", "0.22.1", "0.23.0", "0.24.0")],
         *[(v, "0.25") for v in ("0.25.0", "0.25.1")],
         *[(v, "0.27") for v in ("0.26.0", "0.27.0", "0.27.1")],
         ("0.28.0", "0.28"),

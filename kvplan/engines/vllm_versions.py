@@ -37,7 +37,7 @@ __all__ = [
 #: real engine (its CPU build; tests/data/vllm_oracle_<version>.json). Their memory budget
 #: also subtracts the CUDA-graph estimate (kvplan.engines.vllm_cudagraph), a fit to public
 #: logs: give ``--kv-cache-memory`` for exact figures. The default is the newest line.
-VERSIONS = ("0.8", "0.19", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+VERSIONS = ("0.8", "0.19", "0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 DEFAULT_VERSION = "0.32"
 
 #: Each rule change after v0.19: the first release that has it, the file of vLLM's source it
@@ -108,11 +108,11 @@ RULES = (
     ),
 )
 
-#: lines whose budget subtracts the CUDA-graph estimate (from v0.21.0; the 0.24 line also
-#: covers v0.20.x, which only printed it)
+#: lines whose budget subtracts the CUDA-graph estimate (from v0.21.0; v0.20.x, its own line,
+#: only printed it)
 CUDA_GRAPH_BUDGET = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines whose printed KV cache size is int(concurrency x max_model_len) (from v0.20.0)
-TOKENS_FROM_CONCURRENCY = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+TOKENS_FROM_CONCURRENCY = ("0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines that print the size and the concurrency on one line (from v0.28.0)
 ONE_LOG_LINE = ("0.28", "0.29", "0.32")
 #: lines whose fit check holds the null block back (from v0.29.0)
@@ -131,7 +131,8 @@ _HOTFIXES = ("0.9.0.1", "0.10.1.1")
 _LINES = (
     ("0.8", (0, 8, 0), (0, 9, 0)),
     ("0.19", (0, 9, 1), (0, 19, 1 << 30)),
-    ("0.24", (0, 20, 0), (0, 24, 1 << 30)),
+    ("0.20", (0, 20, 0), (0, 20, 1 << 30)),
+    ("0.24", (0, 21, 0), (0, 24, 1 << 30)),
     ("0.25", (0, 25, 0), (0, 25, 1 << 30)),
     ("0.27", (0, 26, 0), (0, 27, 1 << 30)),
     ("0.28", (0, 28, 0), (0, 28, 1 << 30)),
