@@ -608,11 +608,28 @@ def test_cache_flags_a_line_lacks_are_one_line(extra: tuple[str, ...], message: 
     assert err.count("\n") == 1
 
 
-def test_prefix_caching_on_a_recurrent_hybrid_is_refused_before_032() -> None:
+@pytest.mark.parametrize("line", ["0.19", "0.20"])
+def test_prefix_caching_on_a_recurrent_hybrid_is_refused_before_024(line: str) -> None:
     args = ["plan", "nemotron-h-8b", "--gpu-memory", "80GiB", "-c", "8192", "-e", "vllm"]
-    code, _, err = _cli(*args, "--engine-version", "0.19", "--enable-prefix-caching")
+    code, _, err = _cli(*args, "--engine-version", line, "--enable-prefix-caching")
     assert code == 2
-    assert "align mode is modelled from vLLM 0.32" in err
+    assert "align mode is modelled from vLLM 0.32 back to the 0.24 line" in err
+
+
+@pytest.mark.parametrize(("line", "mode"), [("0.24", "all"), ("0.25", "all"), ("0.28", "align")])
+def test_prefix_caching_on_the_024_line_is_the_027_rule(line: str, mode: str) -> None:
+    # v0.24.0 and v0.25.0 read as v0.27.1: Nemotron-H (a SupportsMambaPrefixCaching model)
+    # takes the all mode, a gated delta net (Qwen3-Next) the align mode's 2 state blocks
+    asked = vllm.config(8192, enable_prefix_caching=True, version=line)
+    nemotron = vllm.from_available(kvplan.load_model("nemotron-h-8b"), 4 * GiB, asked)
+    assert nemotron.settings.mamba_cache_mode == mode
+    gdn = vllm.from_available(kvplan.load_model("qwen3-next-80b-a3b"), 4 * GiB, asked)
+    assert gdn.settings.mamba_cache_mode == "align"
+    if line != "0.28":
+        same = vllm.config(8192, enable_prefix_caching=True, version="0.27")
+        assert nemotron.num_gpu_blocks == vllm.from_available(
+            kvplan.load_model("nemotron-h-8b"), 4 * GiB, same
+        ).num_gpu_blocks
 
 
 @pytest.mark.parametrize("layout", ["int8_per_token_head", "fp8_per_token_head"])

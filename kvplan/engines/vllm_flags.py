@@ -62,15 +62,17 @@ FLAG_LINES = {
     "--num-gpu-blocks-override": VERSIONS,
 }
 MAMBA_CACHE_MODES = ("none", "align")
-#: lines whose prefix caching puts recurrent state in the align mode (v0.26.0 on; on the 0.27
-#: line only for models outside ALL_MODE_MODELS)
-ALIGN_MODE_LINES = ("0.27", "0.28", "0.29", "0.32")
+#: lines whose prefix caching puts recurrent state in the align mode (read in v0.24.0, v0.25.0
+#: and v0.27.1 on; before v0.28 only for models outside ALL_MODE_MODELS). The 0.20 and older
+#: lines are not read
+ALIGN_MODE_LINES = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines where prefix caching is on by default for hybrids too (v0.26.0)
 HYBRID_PREFIX_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32")
 #: lines whose prefix caching puts the models that implement Mamba prefix caching in the all
-#: mode (v0.26.0-v0.27.x; vllm/model_executor/models/config.py, MambaModelConfig), and those
-#: models' types (the SupportsMambaPrefixCaching classes of vllm/model_executor/models)
-ALL_MODE_LINES = ("0.27",)
+#: mode (vllm/model_executor/models/config.py, MambaModelConfig, the same in v0.24.0, v0.25.0
+#: and v0.27.1), and those models' types (the SupportsMambaPrefixCaching classes of
+#: vllm/model_executor/models, the same seven in each)
+ALL_MODE_LINES = ("0.24", "0.25", "0.27")
 ALL_MODE_MODELS = (
     "falcon_h1",
     "granitemoehybrid",
@@ -159,7 +161,7 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
     if recurrent and prefix and cfg.version not in ALIGN_MODE_LINES:
         raise UnitError(
             f"--enable-prefix-caching on {spec.name} (recurrent state): its align mode is"
-            f" modelled from vLLM 0.32 back to 0.26, not for the {cfg.version} line"
+            f" modelled from vLLM 0.32 back to the 0.24 line, not for the {cfg.version} line"
         )
     all_mode = cfg.version in ALL_MODE_LINES and spec.model_type in ALL_MODE_MODELS
     mode = None
