@@ -134,6 +134,9 @@ def test_without_the_indexer_keys_attention_is_plain_gqa() -> None:
         ({"ple_layer_ids": [4]}, "ple_layer_ids: layer 4 is not linear_attention"),
         ({"ple_layer_ids": [49]}, "ple_layer_ids"),
         ({"layer_types": ["sliding_attention"] * 48}, "layer_types.0: 'sliding_attention'"),
+        ({"hc_count": 1 << 20}, "hc_count: must be an integer from 2 to 64"),
+        # (4,096 - 1) x 3 positions x 4 x 2,560 channels = 125,798,400 values
+        ({"ple_conv_kernel_size": 4096}, "a PLE tail of 125,798,400 values"),
     ],
 )
 def test_bad_configs_name_the_key(change: dict[str, Any], message: str) -> None:

@@ -430,16 +430,16 @@ class SharedKV(NoCache):
         return "reuses an earlier layer's K and V"
 
 
-@dataclass(frozen=True, slots=True)
-class AttentionAndState:
-    """One layer that keeps both an attention cache and a recurrent state: Falcon-H1 runs
-    Mamba2 beside attention in every layer; Zamba2's hybrid layers apply a shared attention
-    block (with a KV cache of its own at each depth) before their Mamba2 mixer. Falcon-H1 0.5B
-    (bf16 cache): 2 x 2 heads x 64 x 2 B = 512 B a token, plus the Mamba2 state, per layer."""
+class _BesideAttention:
+    """What a layer keeping a fixed state beside its attention cache answers: the attention's
+    tokens, rows and blocks, and the state's bytes (``_side``)."""
 
+    __slots__ = ()
     attention: FullAttention
-    state: RecurrentState
-    kind: ClassVar[str] = "attention_mamba"
+
+    @property
+    def _side(self) -> RecurrentState:
+        raise NotImplementedError
 
     @property
     def max_tokens(self) -> int | None:
@@ -447,7 +447,7 @@ class AttentionAndState:
 
     @property
     def state_bytes(self) -> int:
-        return self.state.state_bytes
+        return self._side.state_bytes
 
     def k_token_bytes(self, dtype: DType) -> int:
         return self.attention.k_token_bytes(dtype)
@@ -458,23 +458,43 @@ class AttentionAndState:
     def max_blocks(self, context_tokens: int, block_size: int) -> int:
         return self.attention.max_blocks(context_tokens, block_size)
 
-    def shard(self, tensor_parallel_size: int) -> LayerCache:
+    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
+        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
+        return f"{attention} + {self._side.formula(context_tokens, k_dtype, v_dtype)}"
+
+    def _shards(self, tensor_parallel_size: int) -> tuple[FullAttention, RecurrentState]:
         attention = self.attention.shard(tensor_parallel_size)
-        state = self.state.shard(tensor_parallel_size)
+        side = self._side.shard(tensor_parallel_size)
         assert isinstance(attention, FullAttention)
-        assert isinstance(state, RecurrentState)
+        assert isinstance(side, RecurrentState)
+        return attention, side
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionAndState(_BesideAttention):
+    """One layer that keeps both an attention cache and a recurrent state: Falcon-H1 runs
+    Mamba2 beside attention in every layer; Zamba2's hybrid layers apply a shared attention
+    block (with a KV cache of its own at each depth) before their Mamba2 mixer. Falcon-H1 0.5B
+    (bf16 cache): 2 x 2 heads x 64 x 2 B = 512 B a token, plus the Mamba2 state, per layer."""
+
+    attention: FullAttention
+    state: RecurrentState
+    kind: ClassVar[str] = "attention_mamba"
+
+    @property
+    def _side(self) -> RecurrentState:
+        return self.state
+
+    def shard(self, tensor_parallel_size: int) -> LayerCache:
+        attention, state = self._shards(tensor_parallel_size)
         return replace(self, attention=attention, state=state)
 
     def describe(self) -> str:
         return f"{self.attention.describe()}; and {self.state.describe()}"
 
-    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
-        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
-        return f"{attention} + {self.state.formula(context_tokens, k_dtype, v_dtype)}"
-
 
 @dataclass(frozen=True, slots=True)
-class AttentionAndConv:
+class AttentionAndConv(_BesideAttention):
     """An attention layer (full or windowed) with a short convolution over its K and V
     streams and over the attention and MLP outputs (Inkling: vLLM 0.32
     models/inkling/nvidia/model.py). Beside the attention cache it keeps the convolution's
@@ -488,36 +508,16 @@ class AttentionAndConv:
     kind: ClassVar[str] = "attention_conv"
 
     @property
-    def max_tokens(self) -> int | None:
-        return self.attention.max_tokens
-
-    @property
-    def state_bytes(self) -> int:
-        return self.conv.state_bytes
-
-    def k_token_bytes(self, dtype: DType) -> int:
-        return self.attention.k_token_bytes(dtype)
-
-    def v_token_bytes(self, dtype: DType) -> int:
-        return self.attention.v_token_bytes(dtype)
-
-    def max_blocks(self, context_tokens: int, block_size: int) -> int:
-        return self.attention.max_blocks(context_tokens, block_size)
+    def _side(self) -> RecurrentState:
+        return self.conv
 
     def shard(self, tensor_parallel_size: int) -> LayerCache:
         # K/V heads and the hidden chunks of the two output streams both split by rank
-        attention = self.attention.shard(tensor_parallel_size)
-        conv = self.conv.shard(tensor_parallel_size)
-        assert isinstance(attention, FullAttention)
-        assert isinstance(conv, RecurrentState)
+        attention, conv = self._shards(tensor_parallel_size)
         return replace(self, attention=attention, conv=conv)
 
     def describe(self) -> str:
         return f"{self.attention.describe()}; and a {self.conv.describe()}"
-
-    def formula(self, context_tokens: int, k_dtype: DType, v_dtype: DType) -> str:
-        attention = self.attention.formula(context_tokens, k_dtype, v_dtype)
-        return f"{attention} + {self.conv.formula(context_tokens, k_dtype, v_dtype)}"
 
 
 def with_attention_conv(

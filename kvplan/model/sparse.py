@@ -359,7 +359,7 @@ def _indexed_attention(spec: SpecKeys) -> IndexedAttention:
     return IndexedAttention(FullAttention(spec.kv_heads, head_dim, v_dim), dim, ratio, ring)
 
 
-def _indexed_latent(spec: SpecKeys) -> IndexedLatent | IndexedAttention:
+def _indexed_layer(spec: SpecKeys) -> IndexedLatent | IndexedAttention:
     if spec.kv_lora_rank is None:  # GQA with the QSA indexer (Qwen4Exp), not an MLA latent
         return _indexed_attention(spec)
     # GLM-5.3 applies no rotary (qk_rope_head_dim 0): an absent key caches no rope part
@@ -377,7 +377,7 @@ def _indexed_latent(spec: SpecKeys) -> IndexedLatent | IndexedAttention:
 def sparse_layer(spec: SpecKeys, i: int, kind: str) -> LayerCache:
     """Layer ``i`` of ``spec`` of one of ``SPARSE_KINDS`` (ValueError naming the key)."""
     if kind == "indexed_attention":
-        return _indexed_latent(spec)
+        return _indexed_layer(spec)
     if kind == "sparse_attention":
         if spec.index_head_dim is None or spec.head_dim is None:
             raise ValueError("index_head_dim, head_dim: required by sparse_attention layers")

@@ -129,12 +129,22 @@ def _layers(r: Reading, n: int) -> None:
     if ple:
         hidden = whole(r.get("hidden_size"), "hidden_size", 1, MAX_DIM)
         tail = (size(r, "ple_conv_kernel_size") - 1) * size(r, "ngram_size")
+        values = tail * _hc_count(r) * hidden
+        if values > MAX_DIM:
+            raise SpecError(
+                "", [f"ple_conv_kernel_size: a PLE tail of {values:,} values, over {MAX_DIM:,}"]
+            )
         r.spec["ple_layers"] = ple
-        r.spec["ple_conv_values"] = tail * size(r, "hc_count", minimum=2) * hidden
+        r.spec["ple_conv_values"] = values
     r.notes.append(
         f"layer_types: {kinds.count('linear_attention')} gated delta nets,"
         f" {len(kinds) - kinds.count('linear_attention')} {attention}; PLE on {len(ple)}"
     )
+
+
+def _hc_count(r: Reading) -> int:
+    """The hyper-connection streams: more than one (the config class), 64 at most here."""
+    return whole(r.get("hc_count"), "hc_count", 2, 64)
 
 
 def _state(r: Reading) -> None:
@@ -152,10 +162,9 @@ def _hyper(width: int, hc: int, lowrank: int, inject: bool = True) -> Count:
 def _next_prime(value: int) -> int:
     """The least prime above ``value`` (deterministic Miller-Rabin, exact below 3.3 x 10^24)."""
     candidate = value + 1
-    while True:
-        if candidate >= 2 and _is_prime(candidate):
-            return candidate
+    while not _is_prime(candidate):
         candidate += 1
+    return candidate
 
 
 def _is_prime(n: int) -> bool:
@@ -222,7 +231,7 @@ def _count(r: Reading) -> Count:
     for the output gate, q/k norms) with the indexer's q/k projection and two norms; and the
     PLE blocks. The MTP layers are not counted."""
     s = shapes(r)
-    hc, lowrank = size(r, "hc_count", minimum=2), size(r, "hc_lowrank")
+    hc, lowrank = _hc_count(r), size(r, "hc_lowrank")
     width = hc * s.hidden
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     attention = linear(s.hidden, 2 * q + 2 * kv) + linear(q, s.hidden) + norm(s.head_dim).times(2)
