@@ -38,7 +38,6 @@ from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult
 from kvplan.engines.vllm_config import VllmConfig as VllmConfig
 from kvplan.engines.vllm_config import with_batch_defaults
-from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_flags import Settings, resolve
 from kvplan.engines.vllm_layout import (  # re-exported: callers read them from here
     FP8_DS_MLA_TOKEN_BYTES as FP8_DS_MLA_TOKEN_BYTES,
@@ -50,17 +49,18 @@ from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
 from kvplan.engines.vllm_multimodal import EncoderProfile, encoder_profile, text_weights_spec
+from kvplan.engines.vllm_overhead import Overhead as Overhead
+from kvplan.engines.vllm_overhead import estimate_overhead as estimate_overhead
+from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
+    DEFAULT_VERSION as DEFAULT_VERSION,
+)
 from kvplan.engines.vllm_versions import (
-    CUDA_GRAPH_BUDGET,
     FLOAT32_SSM_STATE,
     HOLDS_NULL_BLOCK,
     KERNEL_BLOCK_TOKENS,
     ONE_LOG_LINE,
     SLIDING_KERNEL_BLOCK,
     TOKENS_FROM_CONCURRENCY,
-)
-from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
-    DEFAULT_VERSION as DEFAULT_VERSION,
 )
 from kvplan.engines.vllm_versions import VERSIONS as VERSIONS
 from kvplan.engines.vllm_versions import VersionChoice as VersionChoice
@@ -73,33 +73,7 @@ from kvplan.model.layers import AttentionAndState, RecurrentState
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import pipeline_partition, weights_for_pool
-from kvplan.units import FLOAT_DTYPES, GiB, MiB, fraction_of, resolve_dtype
-
-
-@dataclass(frozen=True, slots=True)
-class Overhead:
-    """vLLM's profiled memory besides the weights, per GPU, as modelled here.
-
-    - ``weights``: parameters in their formats (kvplan.model.weights), plus the rotary cos/sin cache
-      of ``max_position_embeddings x head_dim`` values in the model dtype.
-    - ``peak_activation`` of the profiling run: the MLP's gate and up projections for
-      ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype bytes``) and, on the
-      stage that samples, ``max_num_seqs x vocab x 12 B`` (fp32 logits and two fp32 working
-      copies in the sampler). Llama 3.1 8B: 0.44 + 1.47 = 1.90 GiB (logged 1.89).
-    - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
-      NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
-      pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
-      GiB logged).
-    - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
-      (kvplan.engines.vllm_cudagraph: graphs x 20.48 MiB, fitted to public logs; 102 graphs
-      = 2.04 GiB with the defaults on an H100); 0 before, and with ``enforce_eager``.
-    These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
-    """
-
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    cuda_graph_bytes: int = 0
+from kvplan.units import FLOAT_DTYPES, GiB, fraction_of, resolve_dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,37 +165,6 @@ class VllmResult:
             engine_log=log,
             log_lines=self.log_lines(),
         )
-
-
-def estimate_overhead(
-    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int, gpu_name: str = ""
-) -> Overhead:
-    """The modelled profile of one GPU (see ``Overhead``); ``gpu_name`` picks the default
-    largest CUDA-graph capture size (1024 on B200-class GPUs, else 512)."""
-    dtype = resolve_dtype(_served_dtype(spec, cfg))
-    head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
-    rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
-    intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
-    activation = cfg.batched_tokens * 2 * intermediate * dtype.block_bytes
-    if samples:
-        activation += cfg.num_seqs * (spec.vocab_size or 32000) * 12
-    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
-    if tp > 1:
-        non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB
-    elif pp > 1:
-        non_torch = 72 * MiB
-    else:
-        non_torch = 256 * MiB
-    cuda_graph = 0
-    if cfg.version in CUDA_GRAPH_BUDGET:
-        graphs = cuda_graphs(
-            cfg.num_seqs,
-            cfg.batched_tokens,
-            gpu_name=gpu_name,
-            enforce_eager=cfg.enforce_eager,
-        )
-        cuda_graph = graphs.estimate_bytes
-    return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
 
 
 def _served_dtype(spec: ModelSpec, cfg: VllmConfig) -> str:

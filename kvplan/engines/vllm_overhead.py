@@ -1,0 +1,75 @@
+"""vLLM's profiled memory besides the KV cache, per GPU: weights, the activation peak of the
+profiling run, non-torch memory and (from v0.21.0) the CUDA-graph estimate.
+
+kvplan.engines.vllm subtracts these from ``total x gpu_memory_utilization`` to size the pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.engines.vllm_config import VllmConfig
+from kvplan.engines.vllm_cudagraph import cuda_graphs
+from kvplan.engines.vllm_versions import CUDA_GRAPH_BUDGET
+from kvplan.model.dtypes import served_dtype
+from kvplan.model.spec import ModelSpec
+from kvplan.units import GiB, MiB, resolve_dtype
+
+__all__ = ["Overhead", "estimate_overhead"]
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """vLLM's profiled memory besides the weights, per GPU, as modelled here.
+
+    - ``weights``: parameters in their formats (kvplan.model.weights), plus the rotary cos/sin cache
+      of ``max_position_embeddings x head_dim`` values in the model dtype.
+    - ``peak_activation`` of the profiling run: the MLP's gate and up projections for
+      ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype bytes``) and, on the
+      stage that samples, ``max_num_seqs x vocab x 12 B`` (fp32 logits and two fp32 working
+      copies in the sampler). Llama 3.1 8B: 0.44 + 1.47 = 1.90 GiB (logged 1.89).
+    - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
+      NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
+      pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
+      GiB logged).
+    - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
+      (kvplan.engines.vllm_cudagraph: graphs x 20.48 MiB, fitted to public logs; 102 graphs
+      = 2.04 GiB with the defaults on an H100); 0 before, and with ``enforce_eager``.
+    These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
+    """
+
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int = 0
+
+
+def estimate_overhead(
+    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int, gpu_name: str = ""
+) -> Overhead:
+    """The modelled profile of one GPU (see ``Overhead``); ``gpu_name`` picks the default
+    largest CUDA-graph capture size (1024 on B200-class GPUs, else 512)."""
+    dtype = resolve_dtype(served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name)
+    head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
+    rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
+    intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
+    activation = cfg.batched_tokens * 2 * intermediate * dtype.block_bytes
+    if samples:
+        activation += cfg.num_seqs * (spec.vocab_size or 32000) * 12
+    tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+    if tp > 1:
+        non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB
+    elif pp > 1:
+        non_torch = 72 * MiB
+    else:
+        non_torch = 256 * MiB
+    cuda_graph = 0
+    if cfg.version in CUDA_GRAPH_BUDGET:
+        graphs = cuda_graphs(
+            cfg.num_seqs,
+            cfg.batched_tokens,
+            gpu_name=gpu_name,
+            enforce_eager=cfg.enforce_eager,
+        )
+        cuda_graph = graphs.estimate_bytes
+    return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
