@@ -131,6 +131,7 @@ def test_import_matches_the_bundled_spec(name: str) -> None:
     assert imported.spec.layers == bundled.layers
     assert imported.spec.torch_dtype == bundled.torch_dtype
     assert imported.spec.max_position_embeddings == bundled.max_position_embeddings
+    assert imported.spec.mtp_layers == bundled.mtp_layers  # the drafter of vLLM's MTP
     for tokens in (1, 4096, 131072):
         assert estimate(imported.spec, tokens).kv_cache_bytes == (
             estimate(bundled, tokens).kv_cache_bytes

@@ -59,6 +59,10 @@ class Imported:
 # --- the mapping ------------------------------------------------------------------------------
 
 
+#: the most multi-token-prediction modules read from a config (released models carry 1 to 3)
+MAX_MTP_LAYERS = 64
+
+
 def spec_from_config(config: Config, path: str = CONFIG_NAME) -> tuple[dict[str, Any], list[str]]:
     """A spec mapping from a parsed ``config.json``, and the notes on how it was derived.
 
@@ -110,6 +114,9 @@ def _map(config: Config) -> tuple[Reading, Rule]:
             r.spec[key] = text[key]
     rule.state(r)
     _sizes(r, config)
+    mtp = text.get("mtp_num_hidden_layers", text.get("num_nextn_predict_layers"))
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and 0 < mtp <= MAX_MTP_LAYERS:
+        r.spec["mtp_layers"] = mtp  # vLLM's n_predict: the drafter of --speculative-config mtp
     reader = multimodal_block(config)
     if reader is not None:  # a vision or audio model: its encoder, kept apart
         r.spec["multimodal"] = reader(config, r.spec)

@@ -228,6 +228,12 @@ class ModelSpec:
         " attention, Nemotron-H Puzzle's Mamba2: the model dtype, beside a float32 state).",
         None,
     )
+    mtp_layers: Count | None = _key(
+        "Multi-token-prediction modules the checkpoint carries beside num_hidden_layers (its"
+        " config's num_nextn_predict_layers or mtp_num_hidden_layers): the draft layers of"
+        " vLLM's --speculative-config method mtp. Not in num_parameters.",
+        None,
+    )
     num_parameters: Parameters | None = _key("Total parameters.", None)
     num_active_parameters: Parameters | None = _key("Parameters active per token (MoE).", None)
     num_expert_parameters: Parameters | None = _key(
