@@ -142,6 +142,18 @@ CASES: list[dict[str, object]] = [
      "kind": "Mamba2 beside attention, prefix caching (align)", "kv_bytes": 1024 * MiB,
      "max_model_len": 8192, "block_size": 128, "prefix_caching": True,
      "text_only": "FalconH1ForCausalLM", "overrides": {"num_hidden_layers": 4}},
+    # speculative decoding: the drafter's layers join the pool; recurrent state holds k more
+    # blocks a request and a conv tail k positions longer (--speculative-config)
+    {"name": "spec-mtp-gdn-qwen3-next-80b-a3b", "fixture": "qwen3-next-80b-a3b",
+     "kind": "gated delta net, MTP drafter (k 3), prefix caching (align)",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128, "prefix_caching": True,
+     "overrides": {"num_nextn_predict_layers": 1},
+     "llm_kwargs": {"speculative_config": {"method": "mtp", "num_speculative_tokens": 3}}},
+    {"name": "spec-ngram-falcon-h1-7b", "fixture": "falcon-h1-7b",
+     "kind": "Mamba2 beside attention, n-gram drafts (k 3), prefix caching (align)",
+     "kv_bytes": 1024 * MiB, "max_model_len": 8192, "block_size": 128, "prefix_caching": True,
+     "text_only": "FalconH1ForCausalLM", "overrides": {"num_hidden_layers": 4},
+     "llm_kwargs": {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}},
     # unequal attention pages that divide: vLLM grows the smaller page's block (32-token blocks,
     # the CPU attention kernel's multiple: asked for 16, the build made Gemma 4's 32 and 64)
     {"name": "unified-gemma-4-31b", "fixture": "gemma-4-31b",

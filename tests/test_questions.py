@@ -70,6 +70,7 @@ def test_vllm_answers_what_was_asked(
 
 # --- the matrix: every engine, every kind, plan = library ----------------------------------------
 
+_NGRAM = '{"method": "ngram", "num_speculative_tokens": 3}'
 QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
     ("most requests at 8K", ("-c", "8K"), {"max_model_len": 8192}),
     (
@@ -119,6 +120,12 @@ QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
         "text only, 8K",
         ("-c", "8K", "--language-model-only"),
         {"max_model_len": 8192, "language_model_only": True},
+    ),
+    # vLLM's speculative decoding: n-gram drafts add no layer to a dense model; others refuse it
+    (
+        "n-gram drafts, 8K",
+        ("-c", "8K", "--speculative-config", _NGRAM),
+        {"max_model_len": 8192, "speculative_config": _NGRAM},
     ),
 ]
 _KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")

@@ -19,6 +19,7 @@ import pytest
 
 import kvplan
 from kvplan.engines import vllm, vllm_versions
+from kvplan.engines.vllm_speculative import Speculative, parse_speculative_config
 
 #: the recording kept in the repository, or a live run's (.ci/run sets KVPLAN_VLLM_ORACLE)
 KEPT = Path(__file__).parent / "data" / "vllm_oracle_0.32.0.json"
@@ -66,8 +67,15 @@ def _kvplan(case: dict[str, Any], tmp: Path, line: str = "0.32") -> vllm.VllmRes
         enable_prefix_caching=bool(case.get("prefix_caching", False)),
         async_scheduling=bool(case.get("async_scheduling", False)),
         num_gpu_blocks_override=case.get("num_gpu_blocks_override"),
+        speculative=_speculative(case),
     )
     return vllm.from_available(_model(case, tmp), int(case["kv_bytes"]), cfg)
+
+
+def _speculative(case: dict[str, Any]) -> Speculative | None:
+    """The case's ``--speculative-config``, read as kvplan reads the flag's JSON."""
+    given = case.get("llm_kwargs", {}).get("speculative_config")
+    return None if given is None else parse_speculative_config(json.dumps(given))
 
 
 def _printed(case: dict[str, Any], pattern: str) -> list[str]:
@@ -97,8 +105,6 @@ def test_the_recording_covers_the_cache_kinds() -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if "error" not in c], ids=lambda c: c["name"])
 def test_blocks_groups_and_printed_lines(case: dict[str, Any], tmp_path: Path) -> None:
-    if case.get("cpu_avx512_bf16") and case["fixture"] == "qwen3-next-80b-a3b":
-        pytest.skip("this CPU's accelerated gated-delta-net kernel keeps the state in float32")
     ours = _kvplan(case, tmp_path)
     assert ours.num_gpu_blocks == case["num_blocks"]
     groups = case["groups"]

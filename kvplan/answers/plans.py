@@ -36,6 +36,7 @@ from kvplan.errors import UnitError, UnknownEngineError
 if TYPE_CHECKING:
     from kvplan.engines.base import EngineResult
     from kvplan.engines.vllm import StageResult, VllmResult
+    from kvplan.engines.vllm_speculative import Speculative
     from kvplan.hardware.gpus import GPU
     from kvplan.model.spec import ModelSpec
     from kvplan.planner.cluster import ClusterPlan
@@ -422,6 +423,15 @@ def _seqs_limit(concurrency: int | None, max_num_seqs: int) -> str:
     return f"vLLM runs at most --max-num-seqs {max_num_seqs:,} requests at once"
 
 
+def _speculative(text: str | None) -> Speculative | None:
+    """``--speculative-config`` read as vLLM takes it; None without one."""
+    if text is None:
+        return None
+    from kvplan.engines.vllm_speculative import parse_speculative_config
+
+    return parse_speculative_config(text)
+
+
 def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
     from kvplan.engines import vllm
 
@@ -446,6 +456,7 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
         enforce_eager=bool(r.enforce_eager),
         limit_mm_per_prompt=r.limit_mm_per_prompt,
         language_model_only=bool(r.language_model_only),
+        speculative=_speculative(r.speculative_config),
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         tensor_parallel_size=r.tensor_parallel_size or 1,

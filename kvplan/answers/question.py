@@ -60,6 +60,7 @@ FLAG_NAMES: Mapping[str, str] = {
     "enforce_eager": "--enforce-eager",
     "limit_mm_per_prompt": "--limit-mm-per-prompt",
     "language_model_only": "--language-model-only",
+    "speculative_config": "--speculative-config",
     "mem_fraction_static": "--mem-fraction-static",
     "max_total_tokens": "--max-total-tokens",
     "page_size": "--page-size",
@@ -80,6 +81,7 @@ _VLLM_ONLY = frozenset(
         "enforce_eager",
         "limit_mm_per_prompt",
         "language_model_only",
+        "speculative_config",
     }
 )
 
@@ -182,6 +184,8 @@ class Question:
     #: a multimodal model's items per prompt, JSON as vLLM takes it; and its text-only mode
     limit_mm_per_prompt: str | None = None
     language_model_only: bool | None = None
+    #: vLLM's --speculative-config, JSON as vLLM takes it (kvplan.engines.vllm_speculative)
+    speculative_config: str | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int | None = None

@@ -186,6 +186,17 @@ LanguageModelOnlyOpt = Annotated[
         show_default=False,
     ),
 ]
+SpeculativeConfigOpt = Annotated[
+    str | None,
+    _opt(
+        "--speculative-config",
+        help="vLLM 0.21 and later: speculative decoding, JSON as vLLM takes it"
+        ' (\'{"method": "mtp", "num_speculative_tokens": 3}\'; methods mtp, eagle, eagle3,'
+        " draft_model with \"model\" the drafter's name, ngram, ngram_gpu, suffix). The"
+        " drafter's layers join the pool, recurrent state holds k more blocks a request and"
+        " the drafter's weights come out of the budget.",
+    ),
+]
 GpuBlocksOverrideOpt = Annotated[
     int | None,
     _opt(
@@ -273,6 +284,7 @@ def plan_command(
     enforce_eager: EnforceEagerOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
+    speculative_config: SpeculativeConfigOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -455,6 +467,7 @@ _VLLM_FLAGS = (
     "enforce_eager",
     "limit_mm_per_prompt",
     "language_model_only",
+    "speculative_config",
 )
 
 

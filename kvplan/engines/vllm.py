@@ -51,6 +51,14 @@ from kvplan.engines.vllm_layout import page_specs as page_specs
 from kvplan.engines.vllm_multimodal import EncoderProfile, encoder_profile, text_weights_spec
 from kvplan.engines.vllm_overhead import Overhead as Overhead
 from kvplan.engines.vllm_overhead import estimate_overhead as estimate_overhead
+from kvplan.engines.vllm_speculative import (
+    check_line,
+    draft_layers,
+    draft_weight_bytes,
+    retained_tokens,
+    with_default_tokens,
+    with_speculative_tail,
+)
 from kvplan.engines.vllm_versions import (  # the release lines, re-exported for callers
     DEFAULT_VERSION as DEFAULT_VERSION,
 )
@@ -69,11 +77,11 @@ from kvplan.errors import UnitError, UnknownEngineError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes, served_dtype
-from kvplan.model.layers import AttentionAndState, RecurrentState
+from kvplan.model.layers import AttentionAndState, LayerCache, RecurrentState
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
-from kvplan.model.weights import pipeline_partition, weights_for_pool
-from kvplan.units import FLOAT_DTYPES, GiB, fraction_of, resolve_dtype
+from kvplan.model.weights import Weights, pipeline_partition, weights_for_pool
+from kvplan.units import FLOAT_DTYPES, GiB, cdiv, fraction_of, resolve_dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +216,12 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             weights_bytes=stage.weights_bytes,
             gpu_name=gpu.name,
         )
-        overhead = replace(overhead, activation_bytes=overhead.activation_bytes + held)
+        drafter = _draft_weight_bytes(spec, cfg, weights, served) if stage.is_last else 0
+        overhead = replace(
+            overhead,
+            weights_bytes=overhead.weights_bytes + drafter,
+            activation_bytes=overhead.activation_bytes + held,
+        )
         if cfg.kv_cache_memory_bytes is not None:
             available = cfg.kv_cache_memory_bytes
         else:
@@ -220,9 +233,10 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             )
             available = max(0, usable - used)
         first, last = stage.first_layer, stage.last_layer
-        stage_group_size = _stage_group_size(
-            layer_specs, part_owners(spec.layers), groups, group_size, (first, last)
-        )
+        owners = part_owners(cache_layers(spec, cfg))
+        # a drafter's layers (after the target's) run on the last stage
+        span = (first, owners[-1] if stage.is_last else last)
+        stage_group_size = _stage_group_size(layer_specs, owners, groups, group_size, span)
         stages.append(
             StageResult(
                 stage.index, first, last, overhead, available, available // page // stage_group_size
@@ -272,7 +286,7 @@ def layout(
     layer_specs = align_to_state_pages(
         [
             part
-            for layer in spec.layers
+            for layer in cache_layers(spec, cfg)
             for part in page_specs(
                 layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype
             )
@@ -296,12 +310,15 @@ def layout(
         ]
     mamba2 = spec.mamba_n_heads is not None
     all_mode = flags.mamba_cache_mode == "all"
+    drafts, retained = _speculative_blocks(spec, cfg)
     layer_specs = [
         None
         if s is None
-        else replace(s, state_blocks=flags.state_blocks(mamba2), per_block=all_mode)
+        else replace(
+            s, state_blocks=flags.state_blocks(mamba2), per_block=all_mode, spec_blocks=drafts
+        )
         if s.kind == "mamba"
-        else replace(s, in_flight=flags.in_flight_tokens)
+        else replace(s, in_flight=flags.in_flight_tokens, retained=retained)
         if s.kind in ("sliding", "chunked")
         else s
         for s in layer_specs
@@ -312,6 +329,43 @@ def layout(
     if not groups:
         raise UnitError(f"{spec.name} keeps no KV cache: nothing for vLLM to page")
     return layer_specs, groups, group_size, padding
+
+
+def cache_layers(spec: ModelSpec, cfg: VllmConfig) -> tuple[LayerCache, ...]:
+    """The layers vLLM gives a cache spec, in the order it registers them: the target's,
+    their conv tails k positions longer with a drafter, then the drafter's
+    (kvplan.engines.vllm_speculative)."""
+    if cfg.speculative is None:
+        return spec.layers
+    speculative = with_default_tokens(cfg.speculative, spec)
+    k = speculative.num_speculative_tokens
+    target = tuple(with_speculative_tail(layer, spec, k) for layer in spec.layers)
+    return target + draft_layers(speculative, spec)
+
+
+def _draft_weight_bytes(spec: ModelSpec, cfg: VllmConfig, weights: Weights, served: str) -> int:
+    """The drafter's weights on one GPU (kvplan.engines.vllm_speculative): MTP modules sized
+    from the target's layers, a separate drafter from its own spec, split by TP."""
+    if cfg.speculative is None:
+        return 0
+    speculative = with_default_tokens(cfg.speculative, spec)
+    tp = cfg.tensor_parallel_size
+    if speculative.draft is not None:
+        pool_given = cfg.kv_cache_memory_bytes is not None
+        own = weights_for_pool(speculative.draft, served, None, pool_given=pool_given)
+        return cdiv(own.total_bytes, tp)
+    dtype_bytes = resolve_dtype(served).block_bytes
+    return cdiv(draft_weight_bytes(speculative, spec, weights.layers_bytes, dtype_bytes), tp)
+
+
+def _speculative_blocks(spec: ModelSpec, cfg: VllmConfig) -> tuple[int, int]:
+    """The state blocks a request holds for its draft tokens, and the tokens sliding layers
+    keep below their window, with ``cfg``'s drafter (0 and 0 without)."""
+    if cfg.speculative is None:
+        return 0, 0
+    check_line(cfg.version, cfg.pipeline_parallel_size)
+    speculative = with_default_tokens(cfg.speculative, spec)
+    return speculative.num_speculative_tokens, retained_tokens(speculative, spec, cfg.version)
 
 
 def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 from kvplan.arguments import (
     as_flag,
     as_fraction,
+    as_instance,
     as_int,
     as_parallel,
     as_str,
     check_ints,
     check_strs,
 )
+from kvplan.engines.vllm_speculative import Speculative
 from kvplan.engines.vllm_versions import DEFAULT_VERSION
 from kvplan.units import GiB
 
@@ -67,6 +69,8 @@ class VllmConfig:
     # and --language-model-only (every limit 0, the tower's weights skipped)
     limit_mm_per_prompt: str | None = None
     language_model_only: bool = False
+    # --speculative-config, resolved (kvplan.engines.vllm_speculative); None: no drafter
+    speculative: Speculative | None = None
 
     def __post_init__(self) -> None:
         # Every flag checked once, here, so no profile meets a None length or a str block
@@ -103,6 +107,13 @@ class VllmConfig:
                 as_flag(getattr(self, name), name)
         as_flag(self.enforce_eager, "enforce_eager")
         as_flag(self.language_model_only, "language_model_only")
+        if self.speculative is not None:
+            as_instance(
+                self.speculative,
+                Speculative,
+                "speculative",
+                "a Speculative (parse_speculative_config)",
+            )
 
     @property
     def batched_tokens(self) -> int:

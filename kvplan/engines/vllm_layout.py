@@ -43,7 +43,9 @@ class PageSpec:
     ``page_bytes``: one page of ``block_size`` tokens, a state page padded to it;
     ``in_flight``: tokens a sliding or chunked layer reserves beyond its window (0:
     ``max_num_batched_tokens``); ``state_blocks``: state pages a request holds (mamba);
-    ``per_block``: the all mode, a state page per ``block_size`` tokens of the request.
+    ``per_block``: the all mode, a state page per ``block_size`` tokens of the request;
+    ``spec_blocks`` and ``retained``: what speculative decoding adds
+    (kvplan.engines.vllm_speculative).
     """
 
     kind: str  # full | sliding | chunked | mla | mamba
@@ -54,6 +56,8 @@ class PageSpec:
     in_flight: int = 0
     state_blocks: int = 1
     per_block: bool = False
+    spec_blocks: int = 0  # mamba: state blocks for the draft tokens (num_speculative_blocks)
+    retained: int = 0  # sliding: tokens kept below the window (extra_retained_tokens)
 
     @property
     def page_bytes(self) -> int:
@@ -67,13 +71,13 @@ class PageSpec:
         match self.kind:
             case "sliding":
                 # the window need not start on a block boundary: one block more
-                return cdiv(min(self.window - 1 + batched, length), bs) + 1
+                return cdiv(min(self.window - 1 + self.retained + batched, length), bs) + 1
             case "chunked":
                 return cdiv(min(self.window + batched, length), bs)
             case "mamba" if self.per_block:
-                return cdiv(length, bs)
+                return cdiv(length, bs) + self.spec_blocks
             case "mamba":
-                return self.state_blocks  # whatever the request's length
+                return self.state_blocks + self.spec_blocks  # whatever the request's length
             case _:
                 return cdiv(length, bs)
 

@@ -185,6 +185,11 @@ class Deployment(BaseModel):
     language_model_only: bool | None = Field(
         None, strict=True, description="vLLM, multimodal models: text only, no encoder weights."
     )
+    speculative_config: dict[str, str | int | bool] | None = Field(
+        None,
+        description="vLLM: --speculative-config as vLLM takes it ({method: mtp,"
+        " num_speculative_tokens: 3}); a drafter's model is a catalog name, never a path.",
+    )
     expect: Expect = Field(description="The assertions.")
 
 
@@ -385,8 +390,24 @@ def _question(d: Deployment, length: int | None, concurrency: int | None) -> Que
         version=d.engine_version,
         limit_mm_per_prompt=None if limits is None else json.dumps(limits),
         language_model_only=d.language_model_only,
+        speculative_config=_speculative(d),
         device_fixed=True,
     )
+
+
+def _speculative(d: Deployment) -> str | None:
+    """The deployment's speculative config as the flag's JSON, its drafter read by name only
+    (a budget file never makes kvplan open another file)."""
+    if d.speculative_config is None:
+        return None
+    from kvplan.engines.vllm_speculative import parse_speculative_config
+
+    text = json.dumps(d.speculative_config)
+    try:
+        parse_speculative_config(text, paths=False)
+    except KvplanError as e:
+        raise UnitError(f"deployment {d.name}: speculative_config: {e}") from None
+    return text
 
 
 def _device(d: Deployment) -> Any:
