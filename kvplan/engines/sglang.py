@@ -36,22 +36,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.arguments import as_int, as_parallel, as_real, check_flags, check_ints
+from kvplan.arguments import as_parallel, as_real, check_flags, check_ints
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult, refuse_unread_kinds
 from kvplan.engines.sglang_memory import (  # re-exported: callers read it from here
     mem_fraction_static_auto as mem_fraction_static_auto,
 )
-from kvplan.engines.sglang_memory import vlm_mem_fraction
+from kvplan.engines.sglang_settings import Extras, check_sizes, extras, pool_fraction
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
-from kvplan.model.limits import MAX_DIM
 from kvplan.model.spec import ModelSpec
 from kvplan.model.stages import as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import model_weights, pipeline_partition
@@ -308,34 +307,6 @@ def swa_pool_tokens(
     return full // page_size * page_size, swa // page_size * page_size
 
 
-def _pool_fraction(
-    spec: ModelSpec,
-    gpu: GPU,
-    given: float | None,
-    *,
-    tp: int,
-    pp: int,
-    dp: int,
-    enable_dp_attention: bool,
-    chunked_prefill_size: int | None,
-    cuda_graph_max_bs: int | None,
-) -> float:
-    """``--mem-fraction-static`` as given, else SGLang's automatic share, lowered for a
-    multimodal model as ``adjust_mem_fraction_for_vlm`` does (a given share is kept)."""
-    if given is not None:
-        return as_real(given, "mem_fraction_static", low=0, high=1)
-    auto = mem_fraction_static_auto(
-        gpu.memory_bytes,
-        tp=tp,
-        pp=pp,
-        chunked_prefill_size=chunked_prefill_size,
-        cuda_graph_max_bs=cuda_graph_max_bs,
-        dp=dp,
-        enable_dp_attention=enable_dp_attention,
-    )
-    return vlm_mem_fraction(auto, spec.multimodal)
-
-
 def kv_cache(
     spec: ModelSpec | str,
     gpu: GPU | str,
@@ -354,6 +325,16 @@ def kv_cache(
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
     swa_full_tokens_ratio: float = 0.8,
+    version: str | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model: ModelSpec | None = None,
+    enable_lora: bool = False,
+    max_loras_per_batch: int = 8,
+    max_lora_rank: int | None = None,
+    lora_target_modules: Sequence[str] | None = None,
 ) -> EngineResult:
     """The KV pool SGLang allocates on one GPU of ``gpu``, with its log line.
 
@@ -367,12 +348,13 @@ def kv_cache(
     With PP, each stage sizes its own pool and all take the smallest token count.
     ``mem_fraction_static`` None takes ``mem_fraction_static_auto``. A hybrid-SWA model's pool
     is split between full and sliding layers (``swa_pool_tokens``); then ``kv_cache_tokens``
-    is the full layers' tokens and the log carries both counts. Not modelled: the Mamba
-    state pool, fp4 caches, speculative drafts. ``spec`` and ``gpu`` may be names; a wrong
-    type raises ArgumentTypeError (a TypeError), a value out of range UnitError.
+    is the full layers' tokens and the log carries both counts. ``version`` (an SGLang
+    release) picks the automatic fraction's line; ``speculative_*`` add the draft's pool
+    (sglang_spec, in ``kv_cache_bytes``); LoRA slots (sglang_lora) lower post-load free memory.
+    Not modelled: Mamba state pools, fp4 caches. Wrong types raise ArgumentTypeError.
     """
     spec, gpu = as_spec(spec), as_gpu(gpu)
-    _check_sizes(
+    check_sizes(
         max_total_tokens=max_total_tokens,
         weights_bytes=weights_bytes,
         used_before_load_bytes=used_before_load_bytes,
@@ -383,7 +365,21 @@ def kv_cache(
     check_flags(enable_dp_attention=enable_dp_attention)
     as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
     attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
-    fraction = _pool_fraction(
+    extra = extras(
+        spec,
+        tp,
+        version=version,
+        speculative_algorithm=speculative_algorithm,
+        speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens,
+        speculative_draft_model=speculative_draft_model,
+        enable_lora=enable_lora,
+        max_loras_per_batch=max_loras_per_batch,
+        max_lora_rank=max_lora_rank,
+        lora_target_modules=lora_target_modules,
+    )
+    fraction = pool_fraction(
         spec,
         gpu,
         mem_fraction_static,
@@ -393,6 +389,7 @@ def kv_cache(
         enable_dp_attention=enable_dp_attention,
         chunked_prefill_size=chunked_prefill_size,
         cuda_graph_max_bs=cuda_graph_max_bs,
+        extra=extra,
     )
     dtype = _kv_dtype(spec, kv_cache_dtype)
     pre_load_free = gpu.memory_bytes - used_before_load_bytes
@@ -404,6 +401,7 @@ def kv_cache(
         rest_bytes(
             pre_load_free_bytes=pre_load_free,
             post_load_free_bytes=pre_load_free
+            - extra.lora_bytes
             - (stage.weights_bytes if weights_bytes is None else weights_bytes),
             mem_fraction_static=fraction,
         )
@@ -423,12 +421,13 @@ def kv_cache(
         "mem_fraction_static": fraction,
         "rest_bytes": rests[0],
     }
+    _note(log, extra)
     if tokens == 0:
         return _no_pool(log, fraction, page_size)
     pool = _Pool(spec, stages[0].layers, attention_tp, kv_cache_dtype, page_size, index_head_dim)
     if _is_hybrid_swa(spec):
-        return _swa_result(pool, tokens, log, swa_full_tokens_ratio)
-    return _pool_result(pool, tokens, log)
+        return _with_draft(_swa_result(pool, tokens, log, swa_full_tokens_ratio), pool, extra)
+    return _with_draft(_pool_result(pool, tokens, log), pool, extra)
 
 
 def _attention_tp(
@@ -441,25 +440,6 @@ def _attention_tp(
         raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
     as_parallel(dp, "dp")
     return max(1, tp // dp) if enable_dp_attention else tp
-
-
-def _check_sizes(
-    *,
-    max_total_tokens: int | None,
-    weights_bytes: int | None,
-    used_before_load_bytes: int,
-    index_head_dim: int | None,
-    chunked_prefill_size: int | None,
-    cuda_graph_max_bs: int | None,
-) -> None:
-    """The sizes of ``kv_cache``: whole numbers; a chunk of 0 or -1 turns chunking off."""
-    check_ints(optional=True, weights_bytes=weights_bytes, cuda_graph_max_bs=cuda_graph_max_bs)
-    as_int(used_before_load_bytes, "used_before_load_bytes")
-    check_ints(minimum=1, optional=True, max_total_tokens=max_total_tokens)
-    if index_head_dim is not None:
-        as_int(index_head_dim, "index_head_dim", minimum=1, maximum=MAX_DIM)
-    if chunked_prefill_size is not None:
-        as_int(chunked_prefill_size, "chunked_prefill_size", minimum=-1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,6 +475,33 @@ class _Pool:
             index_head_dim=index_head_dim,
             layers=layers,
         )
+
+
+def _note(log: dict[str, int | float | str], extra: Extras) -> None:
+    log["version_line"] = extra.version.line
+    if extra.version.note:
+        log["version_note"] = extra.version.note
+    if extra.lora_bytes:
+        log["lora_bytes"] = extra.lora_bytes
+
+
+def _with_draft(result: EngineResult, pool: _Pool, extra: Extras) -> EngineResult:
+    """``result`` with the draft worker's pool: the target's token count, the draft's layers."""
+    draft, tokens = extra.speculative, result.kv_cache_tokens or 0
+    if draft is None or not draft.draft_layers or not tokens:
+        return result
+    sized = _Pool(draft.draft or pool.spec, draft.draft_layers, pool.tp, pool.kv_cache_dtype,
+                  pool.page_size, None)  # fmt: skip
+    k_bytes, v_bytes = sized.bytes(tokens)
+    mla = any(isinstance(layer, MLALatent) for layer in draft.draft_layers)
+    log = {**result.engine_log, "draft_k_size_bytes": k_bytes, "draft_v_size_bytes": v_bytes}
+    line = format_log_line(tokens, k_bytes, None if mla else v_bytes)
+    return replace(
+        result,
+        kv_cache_bytes=result.kv_cache_bytes + k_bytes + v_bytes,
+        engine_log=log,
+        log_lines=(*result.log_lines, line),
+    )
 
 
 def _no_pool(log: dict[str, int | float | str], fraction: float, page_size: int) -> EngineResult:

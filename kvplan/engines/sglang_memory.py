@@ -1,7 +1,7 @@
 """SGLang's automatic ``--mem-fraction-static``: the reserve heuristic of
 ``_handle_gpu_memory_settings`` in ``python/sglang/srt/server_args.py`` (late 2025; releases of
-mid-2025 and earlier used a different, TP-size-based default, not modelled). The pool that
-fraction sizes is ``kvplan.engines.sglang``'s.
+mid-2025 and earlier used other defaults: ``version`` picks the line, see
+``kvplan.engines.sglang_versions``). The pool that fraction sizes is ``kvplan.engines.sglang``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from kvplan.units import MiB
+from kvplan.engines.sglang_versions import resolve_sglang_version
+from kvplan.units import GiB, MiB
 
 
 def _default_prefill_and_graph_bs(gpu_mem_mib: Fraction, tp: int) -> tuple[int, int]:
@@ -38,6 +39,7 @@ def mem_fraction_static_auto(
     dp: int = 1,
     enable_dp_attention: bool = False,
     speculative_algorithm: str | None = None,
+    version: str | None = None,
 ) -> float:
     """SGLang's automatic ``mem_fraction_static``: ``round((gpu - reserved) / gpu, 3)``, MiB.
 
@@ -51,9 +53,16 @@ def mem_fraction_static_auto(
 
     H100 (81,090 MiB), TP 1: 512 + 12,288 + 512 + 128 = 13,440 -> 0.834.
     B200 (182,642 MiB), TP 8, DP 8 attention: 512 + 24,576 + 1,024 + 1,024 + 12,288 + 6,144
-    = 45,568 -> 0.751. Multimodal models then take ``vlm_mem_fraction``.
+    = 45,568 -> 0.751. Multimodal models then take ``vlm_mem_fraction``. ``version`` (an
+    SGLang release, None for this line) picks an older line's rule: ``_fraction_0_4``,
+    ``_fraction_0_5_2``.
     """
     gpu_mem = Fraction(gpu_memory_bytes, MiB)
+    line = resolve_sglang_version(version).line
+    if line in ("0.4.6", "0.4.7"):
+        return float(_fraction_0_4(gpu_mem, tp * pp, speculative_algorithm, line == "0.4.7"))
+    if line == "0.5.2":
+        return _fraction_0_5_2(gpu_mem, tp * pp, speculative_algorithm, enable_dp_attention)
     default_chunk, default_bs = _default_prefill_and_graph_bs(gpu_mem, tp)
     chunk = default_chunk if chunked_prefill_size is None else chunked_prefill_size
     graph_bs = default_bs if cuda_graph_max_bs is None else cuda_graph_max_bs
@@ -92,3 +101,46 @@ def vlm_mem_fraction(fraction: float, block: Mapping[str, Any] | None) -> float:
     ratio = (layers * hidden**2) / (24 * 1024**2)
     factor = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
     return fraction * (0.95 * factor)
+
+
+def _fraction_0_4(
+    gpu_mem_mib: Fraction, parallel: int, speculative: str | None, v0_4_7: bool
+) -> Fraction:
+    """v0.4.6's fraction (v0.4.7's with ``v0_4_7``): a table by ``tp x pp`` up to 81,920 MiB,
+    0.88 above, then raised over 96 GiB. H100 (81,090 MiB), TP 8: 0.81. H200 (143,771 MiB),
+    TP 1: min(0.88 + 49,152 x 0.12 / 143,771, 125,339 / 143,771) = min(0.92102...,
+    0.87179...) = 0.87179... v0.4.7 takes 0.79 over 180,000 MiB and keeps 20 GiB, not 18,
+    with a speculative algorithm."""
+    fraction = Fraction(88, 100)
+    if gpu_mem_mib <= 81920:
+        for least, table in ((16, 79), (8, 81), (4, 85), (2, 87)):
+            if parallel >= least:
+                fraction = Fraction(table, 100)
+                break
+    if v0_4_7 and gpu_mem_mib > 180_000:
+        return Fraction(79, 100)
+    if gpu_mem_mib > 96 * 1024:
+        kept = 20 * 1024 if v0_4_7 and speculative is not None else 18 * 1024
+        raised = fraction + 48 * 1024 * (1 - fraction) / gpu_mem_mib
+        fraction = min(raised, (gpu_mem_mib - kept) / gpu_mem_mib)
+    return fraction
+
+
+def _fraction_0_5_2(
+    gpu_mem_mib: Fraction, parallel: int, speculative: str | None, dp_attention: bool
+) -> float:
+    """v0.4.8-v0.5.2's fraction: ``round((gpu - reserved) / gpu, 3)``, ``reserved`` (MiB) by
+    memory tier. H100 (81,090 MiB), TP 1: (9.5 + 0.5) x 1,024 = 10,240 -> 70,850 / 81,090
+    = 0.874; TP 8: 13.5 x 1,024 = 13,824 -> 0.830."""
+    if gpu_mem_mib < 35 * 1024:
+        reserved = (Fraction(28, 10) + Fraction(parallel, 10)) * 1024
+    elif gpu_mem_mib < 90 * 1024:
+        reserved = (Fraction(95, 10) + Fraction(parallel, 2)) * 1024
+    elif gpu_mem_mib < 160 * 1024:
+        reserved = (12 + Fraction(parallel, 2)) * 1024
+    else:
+        reserved = Fraction(32 * GiB, MiB)
+    if speculative is not None:
+        reserved += (6 if speculative.upper() == "STANDALONE" else 2) * 1024
+    reserved += 4 * 1024 * dp_attention
+    return float(round((gpu_mem_mib - reserved) / gpu_mem_mib, 3))
