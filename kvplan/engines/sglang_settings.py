@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvplan.arguments import as_flag, as_int, as_real, check_ints
+from kvplan.arguments import (
+    as_flag,
+    as_instance,
+    as_int,
+    as_real,
+    as_sequence,
+    as_str,
+    check_ints,
+    check_strs,
+)
 from kvplan.engines.sglang_lora import lora_bytes
 from kvplan.engines.sglang_memory import mem_fraction_static_auto, vlm_mem_fraction
 from kvplan.engines.sglang_spec import Speculative, speculative
@@ -46,6 +55,14 @@ def extras(
     lora_target_modules: Sequence[str] | None,
 ) -> Extras:
     """Checks and resolves the version, speculative and LoRA settings of one ``kv_cache``."""
+    check_strs(optional=True, version=version, speculative_algorithm=speculative_algorithm)
+    check_ints(minimum=1, optional=True, max_lora_rank=max_lora_rank)
+    as_int(max_loras_per_batch, "max_loras_per_batch", minimum=1)
+    if speculative_draft_model is not None:
+        as_instance(speculative_draft_model, ModelSpec, "speculative_draft_model", "a ModelSpec")
+    if lora_target_modules is not None:
+        for module in as_sequence(lora_target_modules, "lora_target_modules", "a list of str"):
+            as_str(module, "lora_target_modules", "a list of str")
     choice = resolve_sglang_version(version)
     draft = speculative(
         spec,
