@@ -127,6 +127,23 @@ QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
         ("-c", "8K", "--speculative-config", _NGRAM),
         {"max_model_len": 8192, "speculative_config": _NGRAM},
     ),
+    # SGLang's speculative decoding: the draft pool beside the target's; others refuse it
+    (
+        "SGLang standalone drafter, 8K",
+        (
+            "-c",
+            "8K",
+            "--speculative-algorithm",
+            "STANDALONE",
+            "--speculative-draft-model-path",
+            "llama-3.2-1b",
+        ),
+        {
+            "max_model_len": 8192,
+            "speculative_algorithm": "STANDALONE",
+            "speculative_draft_model": "llama-3.2-1b",
+        },
+    ),
 ]
 _KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")
 

@@ -498,6 +498,7 @@ def _token_pool(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> TokenPoo
             max_seq_len=length or None,
         )
     else:
+        from kvplan.catalog.lookup import load_model
         from kvplan.engines import sglang
 
         static = q.mem_fraction_static
@@ -510,6 +511,12 @@ def _token_pool(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> TokenPoo
             kv_cache_dtype=q.kv_cache_dtype,
             page_size=q.page_size or 1,
             max_total_tokens=q.max_total_tokens,
+            version=q.version,
+            speculative_algorithm=q.speculative_algorithm,
+            speculative_num_draft_tokens=q.speculative_num_draft_tokens,
+            speculative_draft_model=(
+                None if q.speculative_draft_model is None else load_model(q.speculative_draft_model)
+            ),
         )
     return TokenPoolPlan(result, gpu, tp, pp, length, fraction)
 

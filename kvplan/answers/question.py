@@ -61,6 +61,9 @@ FLAG_NAMES: Mapping[str, str] = {
     "limit_mm_per_prompt": "--limit-mm-per-prompt",
     "language_model_only": "--language-model-only",
     "speculative_config": "--speculative-config",
+    "speculative_algorithm": "--speculative-algorithm",
+    "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
+    "speculative_draft_model": "--speculative-draft-model-path",
     "mem_fraction_static": "--mem-fraction-static",
     "max_total_tokens": "--max-total-tokens",
     "page_size": "--page-size",
@@ -114,6 +117,10 @@ ENGINE_SETTINGS: Mapping[str, frozenset[str]] = {
         "max_total_tokens",
         "page_size",
         "max_position_embeddings",
+        "version",
+        "speculative_algorithm",
+        "speculative_num_draft_tokens",
+        "speculative_draft_model",
     },
     "trtllm": _WORKLOAD
     | {
@@ -186,6 +193,10 @@ class Question:
     language_model_only: bool | None = None
     #: vLLM's --speculative-config, JSON as vLLM takes it (kvplan.engines.vllm_speculative)
     speculative_config: str | None = None
+    #: SGLang's speculative decoding: the algorithm, draft tokens, and the drafter's name
+    speculative_algorithm: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_model: str | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int | None = None

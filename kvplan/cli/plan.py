@@ -197,6 +197,27 @@ SpeculativeConfigOpt = Annotated[
         " the drafter's weights come out of the budget.",
     ),
 ]
+SpeculativeAlgorithmOpt = Annotated[
+    str | None,
+    _opt(
+        "--speculative-algorithm",
+        help="SGLang 0.5.3-0.5.9: EAGLE, EAGLE3, NEXTN (the model's MTP layers), STANDALONE"
+        " or NGRAM; the draft worker's pool takes as many tokens as the target's, in the"
+        " drafter's cell size.",
+    ),
+]
+SpeculativeDraftTokensOpt = Annotated[
+    int | None,
+    _opt("--speculative-num-draft-tokens", min=1, help="SGLang: draft tokens a step."),
+]
+SpeculativeDraftModelOpt = Annotated[
+    str | None,
+    _opt(
+        "--speculative-draft-model-path",
+        help="SGLang: the drafter (a catalog name, config.json or Hub id) for EAGLE, EAGLE3"
+        " and STANDALONE.",
+    ),
+]
 GpuBlocksOverrideOpt = Annotated[
     int | None,
     _opt(
@@ -285,6 +306,9 @@ def plan_command(
     limit_mm_per_prompt: LimitMmOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
     speculative_config: SpeculativeConfigOpt = None,
+    speculative_algorithm: SpeculativeAlgorithmOpt = None,
+    speculative_num_draft_tokens: SpeculativeDraftTokensOpt = None,
+    speculative_draft_model_path: SpeculativeDraftModelOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -455,6 +479,9 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
             else None
         ),
         device_fixed=a["gpu_memory"] is not None,
+        speculative_algorithm=a["speculative_algorithm"],
+        speculative_num_draft_tokens=a["speculative_num_draft_tokens"],
+        speculative_draft_model=a["speculative_draft_model_path"],
         **{name: a[name] for name in _VLLM_FLAGS},
     )
 
