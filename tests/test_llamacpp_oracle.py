@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kvplan.engines import llamacpp
+from kvplan.engines.ggml_alloc import Graph, graph_peak_bytes
 from kvplan.engines.llamacpp_budget import (
     buffer_mib,
     check_cache_types,
@@ -29,7 +30,7 @@ from kvplan.engines.llamacpp_budget import (
     moe_from_gguf,
     output_bytes,
 )
-from kvplan.engines.llamacpp_compute import MoE, _Graph, _graph_peak_bytes, cpu_graph_bytes
+from kvplan.engines.llamacpp_compute import MoE, cpu_graph_bytes
 from kvplan.errors import UnitError
 from kvplan.importers.gguf import import_gguf
 from kvplan.importers.gguf_format import read_gguf_header
@@ -272,9 +273,9 @@ def test_allocator_by_hand() -> None:
     # at 0) and grows the buffer from 128: 256 B. An 8-value product (32 B) instead takes the
     # freed block at 0 and the buffer stays 128 B.
     for width, peak in ((32, 256), (8, 128)):
-        g = _Graph()
+        g = Graph()
         x = g.leaf(64)
         a = g.op("mul_mat", (16,), x)
         b = g.op("add", (16,), a)
         g.op("mul_mat", (width,), b, output=True)
-        assert _graph_peak_bytes(g) == peak
+        assert graph_peak_bytes(g) == peak

@@ -57,9 +57,10 @@ the rule is the order of magnitude, and llama.cpp's ``--fit`` headroom (1 GiB) a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from math import prod
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from kvplan.engines.ggml_alloc import Graph, graph_peak_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -119,145 +120,7 @@ def host_compute_bytes(spec: ModelSpec, *, cells: int, n_ubatch: int, flash_attn
     return n_ubatch * embd * 4 + n_ubatch * cells * (2 if flash_attn else 4)
 
 
-# --- the CPU compute buffer: ggml's graph allocator replayed over llama.cpp's graph ----------
-
-#: ``ggml_op_can_inplace``: the ops whose result may take over a source's memory
-_INPLACE = frozenset(
-    {"add", "mul", "div", "rms_norm", "rope", "soft_max", "clamp", "scale", "sigmoid", "fill"}
-)
-#: the CPU buffer's alignment (``TENSOR_ALIGNMENT``)
-_ALIGNMENT = 32
-
-
-@dataclass(slots=True)
-class _Tensor:
-    num_bytes: int
-    srcs: tuple[int, ...]
-    op: str = "leaf"
-    shape: tuple[int, ...] = ()
-    base: int | None = None  # the tensor a view looks into; -1: outside the compute buffer
-    output: bool = False
-
-
-@dataclass(slots=True)
-class _Graph:
-    """The nodes of a graph in execution order and the input leafs, allocated first."""
-
-    tensors: list[_Tensor] = field(default_factory=list)
-    leafs: list[int] = field(default_factory=list)
-    nodes: list[int] = field(default_factory=list)
-
-    def leaf(self, num_bytes: int) -> int:
-        self.tensors.append(_Tensor(num_bytes, ()))
-        self.leafs.append(len(self.tensors) - 1)
-        return len(self.tensors) - 1
-
-    def op(
-        self, op: str, shape: tuple[int, ...], *srcs: int, output: bool = False, width: int = 4
-    ) -> int:
-        """A new tensor of ``shape`` (f32 or i32: ``width`` 4 B) computed from ``srcs``
-        (weights, outside the buffer, left out)."""
-        self.tensors.append(_Tensor(width * prod(shape), srcs, op, shape, output=output))
-        self.nodes.append(len(self.tensors) - 1)
-        return len(self.tensors) - 1
-
-    def view(self, *srcs: int, into: int | None = None) -> int:
-        """A view (reshape, permute, view) of ``srcs[0]``, or of ``into`` when given: -1 for a
-        tensor outside the buffer (the cache, or a write into it by ``set_rows`` reading
-        ``srcs``), a tensor of the buffer for a ``set_rows`` into it."""
-        base = into if into is not None else self.tensors[srcs[0]].base
-        base = srcs[0] if base is None else base
-        self.tensors.append(_Tensor(0, srcs, "view", base=base))
-        self.nodes.append(len(self.tensors) - 1)
-        return len(self.tensors) - 1
-
-
-class _Allocator:
-    """``ggml_dyn_tallocr``: best fit among the free blocks before the last, else the last
-    (which grows the buffer); freed blocks merge with their neighbours."""
-
-    def __init__(self) -> None:
-        self.free: list[list[int]] = [[0, 1 << 62]]
-        self.max_bytes = 0
-
-    def alloc(self, num_bytes: int) -> int:
-        size = -(-num_bytes // _ALIGNMENT) * _ALIGNMENT
-        fits = [i for i, (_, s) in enumerate(self.free[:-1]) if s >= size]
-        # among equal sizes the last one wins (``<=`` in the scan)
-        best = max(fits, key=lambda i: (-self.free[i][1], i)) if fits else len(self.free) - 1
-        offset, block = self.free[best]
-        self.free[best] = [offset + size, block - size]
-        if block == size:
-            del self.free[best]
-        self.max_bytes = max(self.max_bytes, offset + size)
-        return offset
-
-    def release(self, offset: int, num_bytes: int) -> None:
-        size = -(-num_bytes // _ALIGNMENT) * _ALIGNMENT
-        blocks = self.free
-        for i, (start, length) in enumerate(blocks):
-            if start + length == offset:
-                blocks[i][1] += size
-                if i + 1 < len(blocks) and sum(blocks[i]) == blocks[i + 1][0]:
-                    blocks[i][1] += blocks.pop(i + 1)[1]
-                return
-            if offset + size == start:
-                blocks[i] = [offset, length + size]
-                if i > 0 and sum(blocks[i - 1]) == offset:
-                    blocks[i - 1][1] += blocks.pop(i)[1]
-                return
-        blocks.insert(sum(1 for b in blocks if b[0] < offset), [offset, size])
-
-
-def _graph_peak_bytes(graph: _Graph) -> int:
-    """The buffer ``ggml_gallocr_reserve`` sizes for ``graph`` (``ggml-alloc.c``): leafs first,
-    then each node after its sources, in place of a source it alone still reads when the op
-    allows it and the layouts match, and each tensor freed after its last reader (a view's
-    base once no view of it is read any more); outputs are never freed."""
-    ts = graph.tensors
-    children = [0] * len(ts)
-    views = [0] * len(ts)
-    offset: dict[int, int] = {}  # the tensors allocated and not yet freed
-    heap = _Allocator()
-
-    def allocate(i: int) -> None:
-        t = ts[i]
-        if i in offset or t.base is not None or t.op == "view":
-            return
-        if t.op in _INPLACE:
-            for p in t.srcs:
-                parent = ts[p]
-                own = p in offset and parent.base is None and not parent.output
-                if own and parent.shape == t.shape and children[p] == 1 and views[p] == 0:
-                    offset[i] = offset.pop(p)
-                    return
-        offset[i] = heap.alloc(t.num_bytes)
-
-    for i in graph.leafs:
-        allocate(i)
-    for i in graph.nodes:
-        base = ts[i].base
-        if base is not None and base >= 0:
-            views[base] += 1
-        for p in ts[i].srcs:
-            children[p] += 1
-    for i in graph.nodes:
-        allocate(i)
-        for p in ts[i].srcs:
-            children[p] -= 1
-            if children[p] or views[p]:
-                continue
-            base = ts[p].base
-            if base is not None:
-                if base < 0:
-                    continue
-                views[base] -= 1
-                p = base
-                if views[p] or children[p]:
-                    continue
-            if p in offset and not ts[p].output:
-                heap.release(offset.pop(p), ts[p].num_bytes)
-    return heap.max_bytes
+# --- the CPU compute buffer: llama.cpp's prompt graph on ggml's allocator (ggml_alloc) ------
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +171,7 @@ class _Part:
     cells: int
 
 
-def _attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
+def _attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     """``build_norm``, ``build_qkv`` with RoPE and ``build_attn``: the nodes in the order
     ``ggml_build_forward_expand`` visits them (Q, V, K; Q, K, V for gemma; the cache writes,
     the attention); returns the attention's output projection."""
@@ -349,7 +212,7 @@ def _attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     return g.op("mul_mat", (s.embd, t), out)
 
 
-def _mla_attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
+def _mla_attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     """deepseek2's absorbed MLA (``q_lora_rank`` 0): the query's no-RoPE part multiplied by
     ``k_b`` into the latent, concatenated with its RoPE part; the normed latent with the
     key's RoPE part written to the cache; attention over the latent, then ``v_b``."""
@@ -382,7 +245,7 @@ def _mla_attention(g: _Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     return g.op("mul_mat", (s.embd, t), out)
 
 
-def _selection(g: _Graph, probs: int, moe: MoE, t: int) -> int:
+def _selection(g: Graph, probs: int, moe: MoE, t: int) -> int:
     """deepseek2's expert groups: the best two scores of each group summed, the best groups
     kept and the others' experts masked to -inf (``ggml_fill``, ``set_rows``); returns the
     masked scores the experts are chosen from."""
@@ -399,7 +262,7 @@ def _selection(g: _Graph, probs: int, moe: MoE, t: int) -> int:
     return g.view(g.view(chosen, kept, filled, into=filled))
 
 
-def _router(g: _Graph, x: int, s: _Shapes, moe: MoE) -> tuple[int, int]:
+def _router(g: Graph, x: int, s: _Shapes, moe: MoE) -> tuple[int, int]:
     """The router of ``build_moe_ffn``: logits, probabilities (softmax or sigmoid), the
     selection (biased, grouped), the top-k experts and their weights (normalised, scaled);
     returns (top-k, weights)."""
@@ -421,7 +284,7 @@ def _router(g: _Graph, x: int, s: _Shapes, moe: MoE) -> tuple[int, int]:
     return topk, weights
 
 
-def _moe_ffn(g: _Graph, x: int, s: _Shapes, moe: MoE) -> int:
+def _moe_ffn(g: Graph, x: int, s: _Shapes, moe: MoE) -> int:
     """``build_moe_ffn``: the router, the selected experts' gate, up, SwiGLU and down
     (``MUL_MAT_ID``, ``used x width`` per token), weighted and summed over the used experts;
     then deepseek2's shared experts, added."""
@@ -443,18 +306,18 @@ def _moe_ffn(g: _Graph, x: int, s: _Shapes, moe: MoE) -> int:
     return out
 
 
-def _dense_ffn(g: _Graph, x: int, s: _Shapes) -> int:
+def _dense_ffn(g: Graph, x: int, s: _Shapes) -> int:
     """``build_ffn`` with a gate: gate, up, their SwiGLU (GeGLU for gemma) and down."""
     gate = g.op("mul_mat", (s.ffn, s.tokens), x)
     up = g.op("mul_mat", (s.ffn, s.tokens), x)
     return g.op("mul_mat", (s.embd, s.tokens), g.op("glu", (s.ffn, s.tokens), gate, up))
 
 
-def _norm(g: _Graph, x: int, shape: tuple[int, ...], *, output: bool = False) -> int:
+def _norm(g: Graph, x: int, shape: tuple[int, ...], *, output: bool = False) -> int:
     return g.op("mul", shape, g.op("rms_norm", shape, x), output=output)
 
 
-def _block(g: _Graph, x: int, s: _Shapes, inputs: tuple[int, _Part, int | None, bool]) -> int:
+def _block(g: Graph, x: int, s: _Shapes, inputs: tuple[int, _Part, int | None, bool]) -> int:
     """One layer: attention, (the last layer's rows kept for the outputs), feed-forward
     (routed when the last input says so)."""
     pos, part, out_ids, routed = inputs
@@ -478,12 +341,12 @@ def _block(g: _Graph, x: int, s: _Shapes, inputs: tuple[int, _Part, int | None, 
 
 def _decoder_graph(
     s: _Shapes, *, kinds: Sequence[str], cells: dict[str, int], vocab: int, outputs: int
-) -> _Graph:
+) -> Graph:
     """llama.cpp's graph of a decoder for a prompt ubatch of ``s.tokens`` tokens and
     ``outputs`` outputs (``graph_reserve``): ``kinds[i]`` names layer ``i``'s cache part,
     ``cells`` each part's cells per stream. Inputs are allocated first, in the order the graph
     meets them (a part's inputs where its first layer reads them)."""
-    g = _Graph()
+    g = Graph()
     t, e = s.tokens, s.embd
     tokens = g.leaf(4 * t)
     g.leaf(4 * e * t)  # inp_embd: the input for embeddings in place of tokens, never read here
@@ -577,4 +440,4 @@ def cpu_graph_bytes(
         cache_bytes=cache_bytes,
     )
     graph = _decoder_graph(shapes, kinds=kinds, cells=cells, vocab=vocab, outputs=n_tokens)
-    return _graph_peak_bytes(graph)
+    return graph_peak_bytes(graph)
