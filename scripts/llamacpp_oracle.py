@@ -46,6 +46,10 @@ EXPERTS_USED = 2
 FF_EXP = 64
 VOCAB = 320  # 3 specials + 256 bytes + 61 words; a multiple of 8 (repack needs ne[1] % 8)
 CTX_TRAIN = 4096
+#: deepseek2's MLA: (kv_lora_rank, qk_nope, qk_rope, v_head_dim)
+MLA = (64, 32, 32, 32)
+#: the attention geometry a case may set: (key, default)
+_GEOMETRY = (("heads", HEADS), ("kv_heads", KV_HEADS), ("head_dim", HEAD_DIM))
 
 
 def _case(name: str, arch: str, **settings: Any) -> dict[str, Any]:
@@ -172,7 +176,201 @@ CASES += [
 ]
 CASES += [_case(f"deepseek2-moe-{n}", "deepseek2", moe=m, **kw) for n, m, kw in DEEPSEEK_MOE]
 
-QUICK = ("llama-q4_0", "gemma3-swa", "deepseek2-mla", "llama-q8v-nofa", "qwen3moe-ffexp128-used4")
+#: cache types beyond f16 (llama.cpp casts an f32 cache to f16 for flash attention), other
+#: attention geometries, and MLA with other dims and cache types
+_MLA_WIDE = {"heads": 8, "mla": [128, 64, 32, 64]}
+CASES += [
+    _case("llama-f32kv", "llama", type_k="f32", type_v="f32"),
+    _case("llama-f32kv-nofa", "llama", type_k="f32", type_v="f32", flash_attn=False),
+    _case("llama-f32k-f16v", "llama", type_k="f32"),
+    _case("llama-f16k-f32v-nofa", "llama", type_v="f32", flash_attn=False),
+    _case("llama-q4_0kv", "llama", type_k="q4_0", type_v="q4_0"),
+    _case("llama-q4_1kv", "llama", type_k="q4_1", type_v="q4_1"),
+    _case("llama-q5_0kv", "llama", type_k="q5_0", type_v="q5_0"),
+    _case("llama-q5_1kv", "llama", type_k="q5_1", type_v="q5_1"),
+    _case("llama-q8k-f16v", "llama", type_k="q8_0"),
+    _case("llama-f16k-q4v", "llama", type_v="q4_0"),
+    _case("llama-q8k-q4v-np2", "llama", type_k="q8_0", type_v="q4_0", n_seq_max=2),
+    _case("llama-q8k-nofa", "llama", type_k="q8_0", flash_attn=False),
+    _case("llama-h8-kv4-d64", "llama", embd=256, heads=8, kv_heads=4, head_dim=64),
+    _case(
+        "llama-h8-kv4-d64-q8kv",
+        "llama",
+        embd=256,
+        heads=8,
+        kv_heads=4,
+        head_dim=64,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "llama-h8-kv1-d128-nofa",
+        "llama",
+        embd=256,
+        heads=8,
+        kv_heads=1,
+        head_dim=128,
+        flash_attn=False,
+    ),
+    _case(
+        "llama-h16-kv8-d32-q4k-nofa-ub256",
+        "llama",
+        embd=128,
+        heads=16,
+        kv_heads=8,
+        type_k="q4_0",
+        flash_attn=False,
+        n_ubatch=256,
+        n_batch=256,
+    ),
+    _case("qwen3-q8kv", "qwen3", type_k="q8_0", type_v="q8_0"),
+    _case("qwen3-f32kv-np2", "qwen3", type_k="f32", type_v="f32", n_seq_max=2),
+    _case("gemma3-swa-q8kv", "gemma3", layers=6, n_ctx=2048, type_k="q8_0", type_v="q8_0"),
+    _case("gemma3-swa-f32kv", "gemma3", layers=6, n_ctx=2048, type_k="f32", type_v="f32"),
+    _case("qwen3moe-q4kv", "qwen3moe", type_k="q4_0", type_v="q4_0"),
+    _case("deepseek2-mla-q8_0", "deepseek2", type_k="q8_0", type_v="q8_0"),
+    _case("deepseek2-mla-q8_0-nofa", "deepseek2", type_k="q8_0", type_v="q8_0", flash_attn=False),
+    _case("deepseek2-mla-q8k-f16v", "deepseek2", type_k="q8_0"),
+    _case(
+        "deepseek2-mla-576-q8_0",
+        "deepseek2",
+        embd=256,
+        heads=8,
+        mla=[96, 32, 32, 32],
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case("llama-d128-q4k", "llama", embd=256, heads=4, kv_heads=2, head_dim=128, type_k="q4_0"),
+    _case("llama-d128-q8v", "llama", embd=256, heads=4, kv_heads=2, head_dim=128, type_v="q8_0"),
+    _case(
+        "llama-d192-q8kv",
+        "llama",
+        embd=384,
+        heads=4,
+        kv_heads=2,
+        head_dim=192,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "llama-d64-q8kv-np2-ub256",
+        "llama",
+        embd=256,
+        heads=4,
+        kv_heads=4,
+        head_dim=64,
+        type_k="q8_0",
+        type_v="q8_0",
+        n_seq_max=2,
+        n_ubatch=256,
+        n_batch=256,
+    ),
+    _case(
+        "llama-d64-q4k-nofa",
+        "llama",
+        embd=256,
+        heads=8,
+        kv_heads=2,
+        head_dim=64,
+        type_k="q4_0",
+        flash_attn=False,
+    ),
+    _case(
+        "qwen3-d64-q8kv",
+        "qwen3",
+        embd=256,
+        heads=8,
+        kv_heads=2,
+        head_dim=64,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "gemma3-d64-q8kv",
+        "gemma3",
+        layers=6,
+        n_ctx=2048,
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "gemma3-d64-q4k-nofa",
+        "gemma3",
+        layers=6,
+        n_ctx=2048,
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        type_k="q4_0",
+        flash_attn=False,
+    ),
+    _case(
+        "gemma2-d128-q8kv",
+        "gemma2",
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=128,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "qwen3moe-d64-q8kv",
+        "qwen3moe",
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        type_k="q8_0",
+        type_v="q8_0",
+    ),
+    _case(
+        "llama-d64-f32kv-np2",
+        "llama",
+        embd=256,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        type_k="f32",
+        type_v="f32",
+        n_seq_max=2,
+    ),
+    _case("deepseek2-mla-f32-np2", "deepseek2", type_k="f32", type_v="f32", n_seq_max=2),
+    _case("deepseek2-mla-wide-f32", "deepseek2", embd=256, type_k="f32", type_v="f32", **_MLA_WIDE),
+    _case("deepseek2-mla-q4_0", "deepseek2", type_k="q4_0", type_v="q4_0"),
+    _case("deepseek2-mla-f32", "deepseek2", type_k="f32", type_v="f32"),
+    _case("deepseek2-mla-f32-nofa", "deepseek2", type_k="f32", type_v="f32", flash_attn=False),
+    _case("deepseek2-mla-wide", "deepseek2", embd=256, **_MLA_WIDE),
+    _case("deepseek2-mla-wide-nofa", "deepseek2", embd=256, flash_attn=False, **_MLA_WIDE),
+    _case(
+        "deepseek2-mla-wide-np2-ub256",
+        "deepseek2",
+        embd=256,
+        n_seq_max=2,
+        n_ubatch=256,
+        n_batch=256,
+        **_MLA_WIDE,
+    ),
+    _case(
+        "deepseek2-mla-wide-q8_0", "deepseek2", embd=256, type_k="q8_0", type_v="q8_0", **_MLA_WIDE
+    ),
+    _case("deepseek2-mla-ctx3000-nofa", "deepseek2", n_ctx=3000, flash_attn=False),
+]
+
+QUICK = (
+    "llama-q4_0",
+    "gemma3-swa",
+    "deepseek2-mla",
+    "llama-q8v-nofa",
+    "qwen3moe-ffexp128-used4",
+    "gemma2-d128-q8kv",
+    "deepseek2-mla-f32",
+)
 
 
 # --- writing the GGUF files --------------------------------------------------------------
@@ -184,6 +382,8 @@ def _tensors(case: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     ff_exp = case.get("ff_exp", FF_EXP)
     experts = case.get("experts", EXPERTS)
     embd = case.get("embd", EMBD)
+    heads, kv_heads, head_dim = (case.get(k, d) for k, d in _GEOMETRY)
+    lora, nope, rope, v_mla = case.get("mla", MLA)
     out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (embd, VOCAB))]
     out.append(("output_norm.weight", (embd,)))
     if arch in ("llama", "qwen2", "qwen3", "qwen3moe", "deepseek2"):
@@ -193,30 +393,30 @@ def _tensors(case: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
         out.append((b + "attn_norm.weight", (embd,)))
         if arch == "deepseek2":
             out += [
-                (b + "attn_q.weight", (embd, HEADS * (32 + 32))),
-                (b + "attn_kv_a_mqa.weight", (embd, 64 + 32)),
-                (b + "attn_kv_a_norm.weight", (64,)),
-                (b + "attn_k_b.weight", (32, 64, HEADS)),
-                (b + "attn_v_b.weight", (64, 32, HEADS)),
-                (b + "attn_output.weight", (HEADS * 32, embd)),
+                (b + "attn_q.weight", (embd, heads * (nope + rope))),
+                (b + "attn_kv_a_mqa.weight", (embd, lora + rope)),
+                (b + "attn_kv_a_norm.weight", (lora,)),
+                (b + "attn_k_b.weight", (nope, lora, heads)),
+                (b + "attn_v_b.weight", (lora, v_mla, heads)),
+                (b + "attn_output.weight", (heads * v_mla, embd)),
             ]
         else:
             out += [
-                (b + "attn_q.weight", (embd, HEADS * HEAD_DIM)),
-                (b + "attn_k.weight", (embd, KV_HEADS * HEAD_DIM)),
-                (b + "attn_v.weight", (embd, KV_HEADS * HEAD_DIM)),
-                (b + "attn_output.weight", (HEADS * HEAD_DIM, embd)),
+                (b + "attn_q.weight", (embd, heads * head_dim)),
+                (b + "attn_k.weight", (embd, kv_heads * head_dim)),
+                (b + "attn_v.weight", (embd, kv_heads * head_dim)),
+                (b + "attn_output.weight", (heads * head_dim, embd)),
             ]
         if arch == "qwen2":
             out += [
-                (b + "attn_q.bias", (HEADS * HEAD_DIM,)),
-                (b + "attn_k.bias", (KV_HEADS * HEAD_DIM,)),
-                (b + "attn_v.bias", (KV_HEADS * HEAD_DIM,)),
+                (b + "attn_q.bias", (heads * head_dim,)),
+                (b + "attn_k.bias", (kv_heads * head_dim,)),
+                (b + "attn_v.bias", (kv_heads * head_dim,)),
             ]
         if arch in ("qwen3", "qwen3moe", "gemma3"):
             out += [
-                (b + "attn_q_norm.weight", (HEAD_DIM,)),
-                (b + "attn_k_norm.weight", (HEAD_DIM,)),
+                (b + "attn_q_norm.weight", (head_dim,)),
+                (b + "attn_k_norm.weight", (head_dim,)),
             ]
         if arch in ("gemma2", "gemma3"):
             out.append((b + "post_attention_norm.weight", (embd,)))
@@ -279,18 +479,20 @@ def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None
     writer.add_uint32(f"{a}.embedding_length", case.get("embd", EMBD))
     writer.add_uint32(f"{a}.block_count", layers)
     writer.add_uint32(f"{a}.feed_forward_length", FF)
-    writer.add_uint32(f"{a}.attention.head_count", HEADS)
+    heads, kv_heads, head_dim = (case.get(k, d) for k, d in _GEOMETRY)
+    lora, nope, rope, v_mla = case.get("mla", MLA)
+    writer.add_uint32(f"{a}.attention.head_count", heads)
     writer.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
     writer.add_float32(f"{a}.rope.freq_base", 10000.0)
     if arch == "deepseek2":
         writer.add_uint32(f"{a}.attention.head_count_kv", 1)
-        writer.add_uint32(f"{a}.attention.kv_lora_rank", 64)
-        writer.add_uint32(f"{a}.attention.key_length", 64 + 32)
-        writer.add_uint32(f"{a}.attention.value_length", 64)
-        writer.add_uint32(f"{a}.attention.key_length_mla", 32 + 32)
-        writer.add_uint32(f"{a}.attention.value_length_mla", 32)
+        writer.add_uint32(f"{a}.attention.kv_lora_rank", lora)
+        writer.add_uint32(f"{a}.attention.key_length", lora + rope)
+        writer.add_uint32(f"{a}.attention.value_length", lora)
+        writer.add_uint32(f"{a}.attention.key_length_mla", nope + rope)
+        writer.add_uint32(f"{a}.attention.value_length_mla", v_mla)
         writer.add_uint32(f"{a}.attention.q_lora_rank", 0)
-        writer.add_uint32(f"{a}.rope.dimension_count", 32)
+        writer.add_uint32(f"{a}.rope.dimension_count", rope)
         if "moe" in case:
             _deepseek_moe_metadata(writer, a, case["moe"])
             return
@@ -300,9 +502,9 @@ def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None
         writer.add_uint32(f"{a}.expert_count", 0)
         writer.add_uint32(f"{a}.expert_used_count", 0)
         return
-    writer.add_uint32(f"{a}.attention.head_count_kv", KV_HEADS)
-    writer.add_uint32(f"{a}.attention.key_length", HEAD_DIM)
-    writer.add_uint32(f"{a}.attention.value_length", HEAD_DIM)
+    writer.add_uint32(f"{a}.attention.head_count_kv", kv_heads)
+    writer.add_uint32(f"{a}.attention.key_length", head_dim)
+    writer.add_uint32(f"{a}.attention.value_length", head_dim)
     if arch == "qwen3moe":
         writer.add_uint32(f"{a}.expert_count", case.get("experts", EXPERTS))
         writer.add_uint32(f"{a}.expert_used_count", case.get("experts_used", EXPERTS_USED))
@@ -500,11 +702,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few cases, print only")
     parser.add_argument("--out", type=Path, default=None, help="the recording's path")
     parser.add_argument("--commit", default="0c1e570", help="llama.cpp commit of the build")
+    parser.add_argument("--only", nargs="+", default=None, help="run these cases only")
     args = parser.parse_args()
     if args.child:
         _child(json.loads(args.child[0]), args.child[1])
         return
-    cases = [c for c in CASES if c["name"] in QUICK] if args.quick else CASES
+    names = QUICK if args.quick else args.only
+    cases = [c for c in CASES if names is None or c["name"] in names]
     system_info, version = _commit()
     with tempfile.TemporaryDirectory() as tmp:
         records = [run_case(case, Path(tmp)) for case in cases]
@@ -516,7 +720,7 @@ def main() -> None:
         "cases": records,
     }
     text = json.dumps(recording, indent=1) + "\n"
-    if args.quick and args.out is None:
+    if (args.quick or args.only) and args.out is None:
         print(text)
         return
     root = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from kvplan.engines.llamacpp_budget import (
     moe_from_gguf,
     output_bytes,
 )
-from kvplan.engines.llamacpp_compute import MoE, cpu_graph_bytes
+from kvplan.engines.llamacpp_compute import MoE, _rotations, cpu_graph_bytes
 from kvplan.errors import UnitError
 from kvplan.importers.gguf import import_gguf
 from kvplan.importers.gguf_format import read_gguf_header
@@ -100,11 +100,13 @@ def test_every_buffer_matches(record: dict[str, Any], files: Path) -> None:
     case, result = record["case"], record["result"]
     _ran(result)
     imported = _imported(case, files)
+    mla = case["arch"] == "deepseek2"
+    types = (case["type_k"], case["type_v"])
     if result["refused"]:
-        with pytest.raises(UnitError, match="flash attention"):
-            check_cache_types(case["type_k"], case["type_v"], flash_attn=case["flash_attn"])
+        with pytest.raises(UnitError, match=r"flash attention|different K and V"):
+            check_cache_types(*types, flash_attn=case["flash_attn"], mla=mla)
         return
-    check_cache_types(case["type_k"], case["type_v"], flash_attn=case["flash_attn"])
+    check_cache_types(*types, flash_attn=case["flash_attn"], mla=mla)
     kv = llamacpp.kv_cache(
         imported.spec,
         n_ctx=case["n_ctx"],
@@ -150,6 +152,35 @@ def test_quantized_v_without_flash_attention_is_refused() -> None:
     with pytest.raises(UnitError, match="flash attention"):
         check_cache_types("f16", "q8_0", flash_attn=False)
     check_cache_types("q8_0", "f16", flash_attn=False)  # a quantized K alone is allowed
+
+
+def test_mla_refuses_mixed_cache_types() -> None:
+    # llama_init_from_model: an MLA model's V is a view of its K cache
+    with pytest.raises(UnitError, match="different K and V"):
+        check_cache_types("q8_0", "f16", flash_attn=True, mla=True)
+    check_cache_types("q8_0", "q8_0", flash_attn=True, mla=True)
+    check_cache_types("q8_0", "f16", flash_attn=True)  # without MLA a mixed cache runs
+
+
+def test_rotations_by_hand() -> None:
+    # attn_rot_k: the largest power of two from 64 dividing the head size; attn_rot_v: 64
+    assert _rotations(("q8_0", "q8_0"), 128, 128) == (128, 64)
+    assert _rotations(("q4_0", "f16"), 192, 192) == (64, 0)
+    assert _rotations(("f16", "q8_0"), 256, 256) == (0, 64)
+    assert _rotations(("q8_0", "q8_0"), 32, 32) == (0, 0)  # not a multiple of 64
+    assert _rotations(("f32", "bf16"), 128, 128) == (0, 0)
+
+
+@pytest.mark.skipif(bool(LIVE), reason="a live --quick recording has other cases")
+def test_rotation_inputs_by_hand() -> None:
+    # head size 64, q8_0 K and V: two 64 x 64 f32 matrices (16,384 B each) are inputs, never
+    # freed; the rotated Q, K, V and output reuse freed blocks, so the buffer grows by them
+    by_name = {
+        r["case"]["name"]: r["result"]["compute_bytes"]["CPU"]
+        for r in CASES
+        if r["result"]["compute_bytes"]
+    }
+    assert by_name["llama-h8-kv4-d64-q8kv"] - by_name["llama-h8-kv4-d64"] == 2 * 64 * 64 * 4
 
 
 def _moe(case: dict[str, Any], folder: Path) -> MoE | None:

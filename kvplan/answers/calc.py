@@ -124,11 +124,13 @@ def calculate(spec: ModelSpec, engine: str, request: CalcRequest) -> Calculation
         )
     from kvplan.engines import llamacpp
     from kvplan.engines.llamacpp_budget import check_cache_types
+    from kvplan.model.layers import MLALatent
 
     type_k = r.k_dtype or r.kv_dtype or "f16"
     type_v = r.v_dtype or r.kv_dtype or "f16"
     if engine == "llama.cpp":
-        check_cache_types(type_k, type_v, flash_attn=r.flash_attn)
+        mla = any(isinstance(layer, MLALatent) for layer in spec.layers)
+        check_cache_types(type_k, type_v, flash_attn=r.flash_attn, mla=mla)
     result = llamacpp.kv_cache(
         spec,
         n_ctx=llamacpp_n_ctx(r),

@@ -167,10 +167,17 @@ def kv_buffers(result: EngineResult, device: str = "CPU") -> list[Buffer]:
     return buffers
 
 
-def check_cache_types(type_k: str, type_v: str, *, flash_attn: bool) -> None:
-    """Refuse what llama.cpp refuses at start: a quantized V cache without flash attention
-    (``llama_init_from_model``: "quantized V cache requires flash_attn to be enabled")."""
-    del type_k  # a quantized K alone is allowed
+def check_cache_types(type_k: str, type_v: str, *, flash_attn: bool, mla: bool = False) -> None:
+    """Refuse what llama.cpp refuses at start (``llama_init_from_model``): a quantized V cache
+    without flash attention ("quantized V cache requires flash_attn to be enabled"), and on an
+    MLA model (``mla``: its V is a view of the K cache) K and V caches of different types
+    ("model does not support different K and V cache types"). A quantized K alone is
+    allowed."""
+    if mla and type_k.lower() != type_v.lower():
+        raise UnitError(
+            f"-ctk {type_k} -ctv {type_v}: llama.cpp refuses different K and V cache types"
+            " on an MLA model (its V is read from the K cache; give both the same type)"
+        )
     if not flash_attn and type_v.lower() not in ("f32", "f16", "bf16"):
         raise UnitError(
             f"-ctv {type_v}: llama.cpp refuses a quantized V cache without flash attention"
@@ -265,10 +272,12 @@ def compute_bytes_cpu(
 
     Where ``llamacpp_compute.cpu_graph_bytes`` builds the graph (llama, qwen2, qwen3, qwen3moe,
     gemma2/3 with sliding windows, deepseek2 MLA with dense and routed layers; any -ub, -np,
-    -fa) the result is exact: every one of the 60 recorded cases to the byte, 27 of them
+    -fa, every cache type: an f32 cache's casts, a quantized one's Hadamard rotations) the
+    result is exact: every one of the 104 recorded cases it runs, to the byte, 29 of them
     qwen3moe (experts 4-16, used 1-8, width 32-256, n_embd 64-256, -ub 128-512, -fa on and
-    off) and 5 deepseek2 MoE (V2 and V3 routers). Elsewhere (other families, an MoE without
-    ``moe``, recurrent layers) a rule fitted to the dense cases answers:
+    off), 22 deepseek2 (5 MoE with V2 and V3 routers) and 43 with caches other than f16.
+    Elsewhere (other families, an MoE without ``moe``, recurrent layers) a rule fitted to the
+    dense cases answers:
 
     - the inputs, alive for the whole graph: one KV mask per cache part, ``cells x T`` per
       stream in f16 (2 B) with flash attention, f32 (4 B) without; 28 B a token of positions,
@@ -300,7 +309,7 @@ def compute_bytes_cpu(
             n_tokens=min(n_ctx, n_ubatch),
             flash_attn=flash_attn,
             moe=moe,
-            cache_bytes=4 if log.get("type_k") == "f32" else 2,
+            cache_types=(str(log.get("type_k", "f16")), str(log.get("type_v", "f16"))),
         )
         if exact is not None:
             return exact

@@ -158,6 +158,10 @@ class _Shapes:
     gemma: bool = False  # scaled embeddings and query, post norms, GeGLU (gemma2, gemma3)
     mla: tuple[int, int, int] | None = None  # MLA: (kv_lora_rank, qk_nope, qk_rope) dims
     cache_bytes: int = 2  # bytes of a K cache element (the transposed latent is copied)
+    streams: int = 1
+    # the Hadamard rotations of a quantized cache (K, V): the matrix's side, 0 for none
+    rot: tuple[int, int] = (0, 0)
+    cast: tuple[bool, bool] = (False, False)  # an f32 K, V cast to f16 for flash attention
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,24 @@ class _Part:
     v_idxs: int
     mask: int
     cells: int
+    rot: tuple[int, int] = (-1, -1)  # the rotation matrices' inputs (K, V), -1 for none
+
+
+def _rotated(g: Graph, cur: int, side: int, rot: int, elements: int) -> int:
+    """``llama_mul_mat_hadamard`` on a contiguous ``cur``: reshaped to rows of ``side``,
+    multiplied by the rotation matrix, reshaped back."""
+    if rot < 0:
+        return cur
+    return g.view(g.op("mul_mat", (side, elements // side), rot, g.view(cur)))
+
+
+def _cache_view(g: Graph, s: _Shapes, cells: int, width: int, which: int) -> int:
+    """A cache view as the attention reads it; under flash attention an f32 cache is cast
+    to f16 first (``build_attn_mha``)."""
+    view = g.view(g.view(into=-1))
+    if s.flash_attn and s.cast[which]:
+        return g.op("cpy", (width, cells, s.streams), view, width=2)
+    return view
 
 
 def _attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
@@ -178,20 +200,23 @@ def _attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     t, hd = s.tokens, s.head_dim
     norm = g.op("mul", (s.embd, t), g.op("rms_norm", (s.embd, t), x))
 
-    def project(heads: int, rope: bool) -> int:
+    def project(heads: int, rope: bool, rot: int) -> int:
         cur = g.view(g.op("mul_mat", (heads * hd, t), norm))
         if rope and s.qk_norm:
             cur = g.op("mul", (hd, heads, t), g.op("rms_norm", (hd, heads, t), cur))
-        return g.op("rope", (hd, heads, t), cur, pos) if rope else cur
+        if rope:
+            cur = g.op("rope", (hd, heads, t), cur, pos)
+        return cur if rot < 0 else _rotated(g, cur, s.rot[rot], part.rot[rot], hd * heads * t)
 
-    q = project(s.heads, True)
-    if s.gemma:
-        q = g.op("scale", (hd, s.heads, t), q)
-        k = project(s.kv_heads, True)
-        v = project(s.kv_heads, False)
+    if s.gemma:  # the query is scaled before build_attn rotates it
+        q = g.op("scale", (hd, s.heads, t), project(s.heads, True, -1))
+        q = _rotated(g, q, s.rot[0], part.rot[0], hd * s.heads * t)
+        k = project(s.kv_heads, True, 0)
+        v = project(s.kv_heads, False, 1)
     else:
-        v = project(s.kv_heads, False)
-        k = project(s.kv_heads, True)
+        q = project(s.heads, True, 0)
+        v = project(s.kv_heads, False, 1)
+        k = project(s.kv_heads, True, 0)
     g.view(g.view(k), part.k_idxs, into=-1)
     if not s.flash_attn:  # V is stored transposed, one index per element
         g.view(g.view(g.view(v)), part.v_idxs, g.view(into=-1), into=-1)
@@ -205,10 +230,11 @@ def _attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
     else:
         g.view(g.view(v), part.v_idxs, into=-1)
         q = g.view(g.view(q))
-        cache_k = g.view(g.view(into=-1))
-        cache_v = g.view(g.view(into=-1))
+        cache_k = _cache_view(g, s, part.cells, hd * s.kv_heads, 0)
+        cache_v = _cache_view(g, s, part.cells, s.v_head_dim * s.kv_heads, 1)
         fa = (s.v_head_dim, s.heads, t)
         out = g.view(g.op("flash_attn_ext", fa, q, cache_k, cache_v, part.mask))
+        out = _rotated(g, out, s.rot[1], part.rot[1], s.v_head_dim * s.heads * t)
     return g.op("mul_mat", (s.embd, t), out)
 
 
@@ -239,6 +265,9 @@ def _mla_attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
         q = g.view(g.view(q))
         cache = g.view(into=-1)
         cache_k, cache_v = g.view(cache), g.view(g.view(cache))
+        if s.cast[0]:  # an f32 latent cast to f16 for flash attention, as K and as V
+            cache_k = g.op("cpy", (lora + rope, part.cells, s.streams), cache_k, width=2)
+            cache_v = g.op("cpy", (lora, part.cells, s.streams), cache_v, width=2)
         fa = g.view(g.op("flash_attn_ext", (lora, h, t), q, cache_k, cache_v, part.mask))
         mla = g.view(g.op("mul_mat", (s.v_head_dim, t, h), fa))
         out = g.view(g.op("cont", (s.v_head_dim, h, t), mla))
@@ -353,10 +382,12 @@ def _decoder_graph(
     pos = g.leaf(4 * t)
     parts: dict[str, _Part] = {}
     for kind in dict.fromkeys(kinds):
+        # each part's rotation matrices are read first by its first layer's Q and V
+        rot = tuple(g.leaf(4 * side * side) if side else -1 for side in s.rot)
         k_idxs = g.leaf(8 * t)
         v_idxs = -1 if s.mla else g.leaf(8 * t * (1 if s.flash_attn else s.kv_heads * s.v_head_dim))
         mask = g.leaf(cells[kind] * t * (2 if s.flash_attn else 4))
-        parts[kind] = _Part(k_idxs, v_idxs, mask, cells[kind])
+        parts[kind] = _Part(k_idxs, v_idxs, mask, cells[kind], (rot[0], rot[1]))
     out_ids = g.leaf(4 * outputs)
     x = g.op("get_rows", (e, t), tokens)
     if s.gemma:
@@ -386,6 +417,21 @@ DECODER_GRAPHS = {
 _MOE_TYPES = frozenset({"qwen3_moe", "deepseek_v2", "deepseek_v3"})
 
 
+#: the cache types llama.cpp stores unquantized
+_PLAIN_TYPES = ("f32", "f16", "bf16")
+
+
+def _rotations(cache_types: tuple[str, str], head_dim: int, v_head_dim: int) -> tuple[int, int]:
+    """The Hadamard rotations ``llama_kv_cache`` applies to a quantized K or V cache whose
+    head size is a multiple of 64 (``attn_rot_k``, ``attn_rot_v``; ``LLAMA_ATTN_ROT_DISABLE``
+    unset): K's matrix is the largest power of two dividing the head size, V's 64 wide."""
+    k, v = (t.lower() not in _PLAIN_TYPES for t in cache_types)
+    side = 64
+    while k and head_dim % (2 * side) == 0:
+        side *= 2
+    return (side if k and head_dim % 64 == 0 else 0, 64 if v and v_head_dim % 64 == 0 else 0)
+
+
 def cpu_graph_bytes(
     spec: ModelSpec,
     *,
@@ -394,14 +440,15 @@ def cpu_graph_bytes(
     n_tokens: int,
     flash_attn: bool,
     moe: MoE | None = None,
-    cache_bytes: int = 2,
+    cache_types: tuple[str, str] = ("f16", "f16"),
 ) -> int | None:
     """The compute buffer of a model on the CPU backend, byte for byte: the peak of ggml's
     graph allocator over llama.cpp's prompt graph of ``n_tokens = min(n_ctx, n_ubatch)``
     tokens (rounded up to a multiple of the ``streams``); ``cells`` holds the KV cells per
     stream of each cache part (``"full"``, ``"swa"``; MLA layers are ``"full"``); ``moe``
     the experts of a model type that may route (qwen3moe, deepseek2), as
-    ``llamacpp_budget.moe_from_gguf`` reads them.
+    ``llamacpp_budget.moe_from_gguf`` reads them; ``cache_types`` the K and V cache types
+    (``-ctk``, ``-ctv``: an f32 cache is cast for flash attention, a quantized one rotated).
     ``None`` where the graph is not modelled here: a model type outside ``DECODER_GRAPHS``, a
     cache other than full, sliding-window and MLA attention, or such an MoE without ``moe``."""
     from kvplan.model.layers import FullAttention, MLALatent, SlidingWindowAttention
@@ -437,7 +484,10 @@ def cpu_graph_bytes(
         flash_attn=flash_attn,
         gemma=flags[1],
         mla=(mla.kv_lora_rank, spec.qk_nope_head_dim or 0, mla.qk_rope_head_dim) if mla else None,
-        cache_bytes=cache_bytes,
+        cache_bytes=4 if cache_types[0] == "f32" else 2,
+        streams=streams,
+        rot=(0, 0) if mla else _rotations(cache_types, head_dim, spec.v_head_dim or head_dim),
+        cast=(cache_types[0] == "f32", cache_types[1] == "f32"),
     )
     graph = _decoder_graph(shapes, kinds=kinds, cells=cells, vocab=vocab, outputs=n_tokens)
     return graph_peak_bytes(graph)

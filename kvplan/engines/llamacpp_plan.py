@@ -33,6 +33,7 @@ from kvplan.engines.llamacpp_compute import MoE, gpu_compute_bytes, host_compute
 from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
 from kvplan.errors import UnitError
 from kvplan.files import is_file, path_exists
+from kvplan.model.layers import MLALatent
 from kvplan.units import GiB, MiB
 
 if TYPE_CHECKING:
@@ -265,7 +266,8 @@ def _checked(spec: ModelSpec, ask: LlamaCppAsk) -> None:
     if ask.backend == "metal" and ask.num_gpus > 1:
         raise UnitError("--device metal: one GPU (Apple silicon has one)")
     device_names(ask.backend, ask.num_gpus)
-    check_cache_types(ask.type_k, ask.type_v, flash_attn=ask.fa)
+    mla = any(isinstance(layer, MLALatent) for layer in spec.layers)
+    check_cache_types(ask.type_k, ask.type_v, flash_attn=ask.fa, mla=mla)
     if spec.vocab_size is None or spec.hidden_size is None:
         raise UnitError(f"{spec.name}: llama.cpp's buffers need vocab_size and hidden_size")
 
