@@ -360,6 +360,27 @@ CASES += [
         "deepseek2-mla-wide-q8_0", "deepseek2", embd=256, type_k="q8_0", type_v="q8_0", **_MLA_WIDE
     ),
     _case("deepseek2-mla-ctx3000-nofa", "deepseek2", n_ctx=3000, flash_attn=False),
+    _case("deepseek2-qlora", "deepseek2", q_lora=96),
+    _case("deepseek2-qlora-nofa", "deepseek2", q_lora=96, flash_attn=False),
+    _case(
+        "deepseek2-qlora-wide-q8_0",
+        "deepseek2",
+        embd=256,
+        q_lora=192,
+        type_k="q8_0",
+        type_v="q8_0",
+        **_MLA_WIDE,
+    ),
+    _case(
+        "deepseek2-qlora-wide-np2-nofa",
+        "deepseek2",
+        embd=256,
+        q_lora=64,
+        n_seq_max=2,
+        flash_attn=False,
+        **_MLA_WIDE,
+    ),
+    _case("deepseek2-moe-v3-qlora", "deepseek2", q_lora=128, moe=DEEPSEEK_MOE[0][1]),
 ]
 
 QUICK = (
@@ -393,7 +414,7 @@ def _tensors(case: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
         out.append((b + "attn_norm.weight", (embd,)))
         if arch == "deepseek2":
             out += [
-                (b + "attn_q.weight", (embd, heads * (nope + rope))),
+                *_mla_query(b, embd, heads * (nope + rope), case.get("q_lora", 0)),
                 (b + "attn_kv_a_mqa.weight", (embd, lora + rope)),
                 (b + "attn_kv_a_norm.weight", (lora,)),
                 (b + "attn_k_b.weight", (nope, lora, heads)),
@@ -440,6 +461,17 @@ def _tensors(case: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
             (b + "ffn_down.weight", (FF, embd)),
         ]
     return out
+
+
+def _mla_query(b: str, embd: int, width: int, q_lora: int) -> list[tuple[str, tuple[int, ...]]]:
+    """deepseek2's query: one projection (V2-Lite), or through a normed rank (V2, V3)."""
+    if not q_lora:
+        return [(b + "attn_q.weight", (embd, width))]
+    return [
+        (b + "attn_q_a.weight", (embd, q_lora)),
+        (b + "attn_q_a_norm.weight", (q_lora,)),
+        (b + "attn_q_b.weight", (q_lora, width)),
+    ]
 
 
 def _deepseek_moe(b: str, embd: int, moe: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
@@ -491,7 +523,7 @@ def _metadata(writer: Any, arch: str, layers: int, case: dict[str, Any]) -> None
         writer.add_uint32(f"{a}.attention.value_length", lora)
         writer.add_uint32(f"{a}.attention.key_length_mla", nope + rope)
         writer.add_uint32(f"{a}.attention.value_length_mla", v_mla)
-        writer.add_uint32(f"{a}.attention.q_lora_rank", 0)
+        writer.add_uint32(f"{a}.attention.q_lora_rank", case.get("q_lora", 0))
         writer.add_uint32(f"{a}.rope.dimension_count", rope)
         if "moe" in case:
             _deepseek_moe_metadata(writer, a, case["moe"])

@@ -273,9 +273,10 @@ def compute_bytes_cpu(
     Where ``llamacpp_compute.cpu_graph_bytes`` builds the graph (llama, qwen2, qwen3, qwen3moe,
     gemma2/3 with sliding windows, deepseek2 MLA with dense and routed layers; any -ub, -np,
     -fa, every cache type: an f32 cache's casts, a quantized one's Hadamard rotations) the
-    result is exact: every one of the 104 recorded cases it runs, to the byte, 29 of them
+    result is exact: every one of the 109 recorded cases it runs, to the byte, 29 of them
     qwen3moe (experts 4-16, used 1-8, width 32-256, n_embd 64-256, -ub 128-512, -fa on and
-    off), 22 deepseek2 (5 MoE with V2 and V3 routers) and 43 with caches other than f16.
+    off), 27 deepseek2 (6 MoE with V2 and V3 routers, with and without a query rank) and 43
+    with caches other than f16.
     Elsewhere (other families, an MoE without ``moe``, recurrent layers) a rule fitted to the
     dense cases answers:
 

@@ -159,6 +159,7 @@ class _Shapes:
     mla: tuple[int, int, int] | None = None  # MLA: (kv_lora_rank, qk_nope, qk_rope) dims
     cache_bytes: int = 2  # bytes of a K cache element (the transposed latent is copied)
     streams: int = 1
+    q_lora: int = 0  # MLA's query rank: 0 for one projection (V2-Lite)
     # the Hadamard rotations of a quantized cache (K, V): the matrix's side, 0 for none
     rot: tuple[int, int] = (0, 0)
     cast: tuple[bool, bool] = (False, False)  # an f32 K, V cast to f16 for flash attention
@@ -239,13 +240,17 @@ def _attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
 
 
 def _mla_attention(g: Graph, x: int, s: _Shapes, pos: int, part: _Part) -> int:
-    """deepseek2's absorbed MLA (``q_lora_rank`` 0): the query's no-RoPE part multiplied by
+    """deepseek2's absorbed MLA: the query (through its normed rank when ``q_lora_rank`` is
+    set, as in V2 and V3; one projection in V2-Lite), its no-RoPE part multiplied by
     ``k_b`` into the latent, concatenated with its RoPE part; the normed latent with the
     key's RoPE part written to the cache; attention over the latent, then ``v_b``."""
     lora, nope, rope = s.mla or (0, 0, 0)
     t, h = s.tokens, s.heads
     norm = g.op("mul", (s.embd, t), g.op("rms_norm", (s.embd, t), x))
-    q = g.view(g.op("mul_mat", (h * (nope + rope), t), norm))
+    q = norm
+    if s.q_lora:  # wq_a, its norm, then wq_b
+        q = _norm(g, g.op("mul_mat", (s.q_lora, t), norm), (s.q_lora, t))
+    q = g.view(g.op("mul_mat", (h * (nope + rope), t), q))
     absorbed = g.view(g.op("mul_mat", (lora, t, h), g.view(g.view(q))))
     q = g.op("concat", (lora + rope, h, t), absorbed, g.op("rope", (rope, h, t), g.view(q), pos))
     kv = g.op("mul_mat", (lora + rope, t), norm)
@@ -486,6 +491,7 @@ def cpu_graph_bytes(
         mla=(mla.kv_lora_rank, spec.qk_nope_head_dim or 0, mla.qk_rope_head_dim) if mla else None,
         cache_bytes=4 if cache_types[0] == "f32" else 2,
         streams=streams,
+        q_lora=spec.q_lora_rank or 0 if mla else 0,
         rot=(0, 0) if mla else _rotations(cache_types, head_dim, spec.v_head_dim or head_dim),
         cast=(cache_types[0] == "f32", cache_types[1] == "f32"),
     )
