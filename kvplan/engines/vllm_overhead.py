@@ -10,12 +10,17 @@ from dataclasses import dataclass
 
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.engines.vllm_cudagraph import cuda_graphs
-from kvplan.engines.vllm_versions import CUDA_GRAPH_BUDGET
+from kvplan.engines.vllm_versions import (
+    CUDA_GRAPH_BUDGET,
+    V1_ONLY_SPECULATIVE,
+    V2_RUNNER,
+    V2_RUNNER_HYBRIDS,
+)
 from kvplan.model.dtypes import served_dtype
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB, resolve_dtype
 
-__all__ = ["Overhead", "estimate_overhead"]
+__all__ = ["Overhead", "estimate_overhead", "v2_runner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +29,16 @@ class Overhead:
 
     - ``weights``: parameters in their formats (kvplan.model.weights), plus the rotary cos/sin cache
       of ``max_position_embeddings x head_dim`` values in the model dtype.
-    - ``peak_activation`` of the profiling run: the MLP's gate and up projections for
-      ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype bytes``) and, on the
-      stage that samples, ``max_num_seqs x vocab x 12 B`` (fp32 logits and two fp32 working
-      copies in the sampler). Llama 3.1 8B: 0.44 + 1.47 = 1.90 GiB (logged 1.89).
+    - ``peak_activation`` of the profiling run. The V1 model runner: the MLP's gate and up
+      projections for ``max_num_batched_tokens`` tokens (``T x 2 x intermediate x dtype
+      bytes``) and, on the stage that samples, ``max_num_seqs x vocab x 12 B`` (fp32 logits
+      and two fp32 working copies in the sampler). Llama 3.1 8B: 0.44 + 1.47 = 1.90 GiB
+      (logged 1.89). The V2 model runner (``v2_runner``): the larger of the forward, the gate
+      and up output with its activation and three hidden states, ``T x (3 x intermediate +
+      3 x hidden) x dtype bytes``, and the dummy sampler's logits in the model dtype,
+      ``min(T, max_num_seqs) x vocab x dtype bytes`` (its dummy requests skip top-k, top-p
+      and the fp32 copy). Qwen2.5-1.5B, T 8192: 0.48 GiB (logged 0.5, where V1's rule
+      gives 2.01).
     - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
       NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
       pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
@@ -44,6 +55,15 @@ class Overhead:
     cuda_graph_bytes: int = 0
 
 
+def v2_runner(spec: ModelSpec, cfg: VllmConfig) -> bool:
+    """Whether vLLM runs ``spec`` on its V2 model runner by default on ``cfg``'s line."""
+    method = cfg.speculative.method if cfg.speculative is not None else ""
+    if method in V1_ONLY_SPECULATIVE:
+        return False
+    recurrent = any(layer.state_bytes for layer in spec.layers)
+    return cfg.version in (V2_RUNNER_HYBRIDS if recurrent else V2_RUNNER)
+
+
 def estimate_overhead(
     spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int, gpu_name: str = ""
 ) -> Overhead:
@@ -53,9 +73,17 @@ def estimate_overhead(
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
     intermediate = spec.intermediate_size or 4 * (spec.hidden_size or 4096)
-    activation = cfg.batched_tokens * 2 * intermediate * dtype.block_bytes
-    if samples:
-        activation += cfg.num_seqs * (spec.vocab_size or 32000) * 12
+    tokens, vocab = cfg.batched_tokens, spec.vocab_size or 32000
+    if v2_runner(spec, cfg):
+        hidden = spec.hidden_size or 4096
+        activation = tokens * (3 * intermediate + 3 * hidden) * dtype.block_bytes
+        if samples:
+            logits = min(tokens, cfg.num_seqs) * vocab * dtype.block_bytes
+            activation = max(activation, logits)
+    else:
+        activation = tokens * 2 * intermediate * dtype.block_bytes
+        if samples:
+            activation += cfg.num_seqs * vocab * 12
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
     if tp > 1:
         non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB

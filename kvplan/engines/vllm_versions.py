@@ -23,6 +23,9 @@ __all__ = [
     "RULES",
     "SLIDING_KERNEL_BLOCK",
     "TOKENS_FROM_CONCURRENCY",
+    "V1_ONLY_SPECULATIVE",
+    "V2_RUNNER",
+    "V2_RUNNER_HYBRIDS",
     "VERSIONS",
     "VersionChoice",
     "resolve_version",
@@ -111,6 +114,13 @@ RULES = (
 #: lines whose budget subtracts the CUDA-graph estimate (from v0.21.0; v0.20.x, its own line,
 #: only printed it)
 CUDA_GRAPH_BUDGET = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+#: lines that run attention-only models on the V2 model runner by default (from v0.26.0:
+#: "Using V2 Model Runner" in its logs; ``VllmConfig.use_v2_model_runner``), and the lines
+#: that run every model on it unless a feature it lacks is asked for (v0.32 source)
+V2_RUNNER = ("0.27", "0.28", "0.29", "0.32")
+V2_RUNNER_HYBRIDS = ("0.32",)
+#: speculative methods the V2 runner does not take (``_get_v2_model_runner_unsupported_features``)
+V1_ONLY_SPECULATIVE = ("suffix", "medusa", "mlp_speculator")
 #: lines whose printed KV cache size is int(concurrency x max_model_len) (from v0.20.0)
 TOKENS_FROM_CONCURRENCY = ("0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
 #: lines that print the size and the concurrency on one line (from v0.28.0)
