@@ -215,6 +215,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             samples=stage.is_last,
             weights_bytes=stage.weights_bytes,
             gpu_name=gpu.name,
+            num_layers=stage.num_layers,
         )
         drafter = _draft_weight_bytes(spec, cfg, weights, served) if stage.is_last else 0
         overhead = replace(

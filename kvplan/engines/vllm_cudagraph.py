@@ -16,18 +16,23 @@ Read from vLLM 0.32's source:
   FULL_AND_PIECEWISE captures a PIECEWISE graph for every size and a FULL decode graph for
   every size up to ``max_num_seqs``. H100, ``max_num_seqs`` 1024: 51 + 51 = 102 graphs.
 
-Fitted: ``estimate = graphs x PER_GRAPH_BYTES``. PER_GRAPH_BYTES is the median, over the public
-logs that print both the graph counts and the estimate (tests/data/vllm_cudagraph_logs.json,
-7 cases), of estimate / graphs: 0.08 GiB / 4 graphs = 20.48 MiB (Qwen3.6-27B on one RTX 5090).
-Leave-one-out (tests/test_vllm_cudagraph.py): median error 18%, worst +355% (a small model
-whose 30 graphs took 0.14 GiB).
+Fitted: ``estimate = graphs x layers x PER_LAYER_GRAPH_BYTES``. A captured graph's memory is
+mostly what the graph holds per kernel it launches, and the kernels grow with the layers (a
+PIECEWISE graph is one piece per layer); the activations of the largest size are shared by
+the pool. PER_LAYER_GRAPH_BYTES is the lower median, over the public logs that print the graph
+counts and the estimate for a model of known depth (tests/data/vllm_cudagraph_logs.json, 6
+cases: four 64-layer Qwen3.6-27B hybrids with 4 to 7 graphs at TP 1 to 4, a 28-layer dense
+Qwen2.5-7B with 54 and a 16-layer LFM2.5 with 136), of estimate / (graphs x layers): 0.09 GiB /
+(5 x 64) = 0.288 MiB (Qwen3.6-27B at TP 2). Leave-one-out (tests/test_vllm_cudagraph.py):
+median error 22%, worst -31%; a constant per graph, fitted the same way, erred by +192% on the
+dense model and +369% on LFM2.5. Llama 3.1 8B on an H100 with the defaults: 102 graphs x 32
+layers = 0.92 GiB.
 
-What no public log pins: how the per-graph figure scales with the model (layers, hidden size,
-experts, tensor parallelism: five of the seven cases are 64-layer Qwen 27B hybrids at TP 1 to
-4, the others name no model); the first capture's growth with ``max_num_batched_tokens`` seen on
-gated-delta-net hybrids (vLLM issue 50780); speculative decoding's decode sizes; and the
-large-MoE estimates reported as profiler defects (vLLM issues 45178, 53013). Give
-``--kv-cache-memory`` (what vLLM prints as ``Available KV cache memory``) for exact figures.
+What no public log pins: the first capture's growth with ``max_num_batched_tokens`` seen on
+gated-delta-net hybrids (vLLM issue 50780); how layer kinds (attention, gated delta net, Mamba,
+experts) and tensor parallelism weigh; speculative decoding's decode sizes; and the large-MoE
+estimates reported as profiler defects (vLLM issues 45178, 53013). Give ``--kv-cache-memory``
+(what vLLM prints as ``Available KV cache memory``) for exact figures.
 """
 
 from __future__ import annotations
@@ -36,14 +41,15 @@ from dataclasses import dataclass
 
 __all__ = [
     "BLACKWELL_DATACENTER",
-    "PER_GRAPH_BYTES",
+    "PER_LAYER_GRAPH_BYTES",
     "CudaGraphs",
     "capture_sizes",
     "cuda_graphs",
 ]
 
-#: bytes of estimate per captured graph: the median of the fitted logs (20.48 MiB)
-PER_GRAPH_BYTES = 21_474_836
+#: bytes of estimate per captured graph and decoder layer: the lower median of the fitted logs
+#: (0.09 GiB / (5 graphs x 64 layers) = 301,989 B, 0.288 MiB)
+PER_LAYER_GRAPH_BYTES = 301_989
 #: GPUs of compute capability 10.x, whose default largest capture size is 1024, not 512
 BLACKWELL_DATACENTER = ("b200", "b300", "gb200", "gb300")
 
@@ -54,6 +60,7 @@ class CudaGraphs:
 
     num_piecewise: int
     num_full: int
+    num_layers: int = 0  # the decoder layers each graph runs (a pipeline stage's)
 
     @property
     def num_graphs(self) -> int:
@@ -62,7 +69,7 @@ class CudaGraphs:
     @property
     def estimate_bytes(self) -> int:
         """What vLLM prints as ``Estimated CUDA graph memory``, modelled (bytes)."""
-        return self.num_graphs * PER_GRAPH_BYTES
+        return self.num_graphs * self.num_layers * PER_LAYER_GRAPH_BYTES
 
 
 def capture_sizes(
@@ -82,11 +89,17 @@ def capture_sizes(
 
 
 def cuda_graphs(
-    max_num_seqs: int, max_num_batched_tokens: int, *, gpu_name: str, enforce_eager: bool
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    *,
+    gpu_name: str,
+    enforce_eager: bool,
+    num_layers: int = 0,
 ) -> CudaGraphs:
-    """The default FULL_AND_PIECEWISE capture for these flags; none with ``enforce_eager``."""
+    """The default FULL_AND_PIECEWISE capture for these flags, of graphs running
+    ``num_layers`` decoder layers; none with ``enforce_eager``."""
     if enforce_eager:
-        return CudaGraphs(0, 0)
+        return CudaGraphs(0, 0, num_layers)
     largest = 1024 if gpu_name.lower() in BLACKWELL_DATACENTER else 512
     sizes = capture_sizes(max_num_seqs, max_num_batched_tokens, largest_default=largest)
-    return CudaGraphs(len(sizes), sum(1 for n in sizes if n <= max_num_seqs))
+    return CudaGraphs(len(sizes), sum(1 for n in sizes if n <= max_num_seqs), num_layers)

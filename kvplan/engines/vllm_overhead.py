@@ -44,8 +44,9 @@ class Overhead:
       pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
       GiB logged).
     - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
-      (kvplan.engines.vllm_cudagraph: graphs x 20.48 MiB, fitted to public logs; 102 graphs
-      = 2.04 GiB with the defaults on an H100); 0 before, and with ``enforce_eager``.
+      (kvplan.engines.vllm_cudagraph: graphs x layers x 0.288 MiB, fitted to public logs;
+      102 graphs of Llama 3.1 8B's 32 layers = 0.92 GiB with the defaults on an H100); 0
+      before, and with ``enforce_eager``.
     These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
     """
 
@@ -65,10 +66,17 @@ def v2_runner(spec: ModelSpec, cfg: VllmConfig) -> bool:
 
 
 def estimate_overhead(
-    spec: ModelSpec, cfg: VllmConfig, *, samples: bool, weights_bytes: int, gpu_name: str = ""
+    spec: ModelSpec,
+    cfg: VllmConfig,
+    *,
+    samples: bool,
+    weights_bytes: int,
+    gpu_name: str = "",
+    num_layers: int = 0,
 ) -> Overhead:
     """The modelled profile of one GPU (see ``Overhead``); ``gpu_name`` picks the default
-    largest CUDA-graph capture size (1024 on B200-class GPUs, else 512)."""
+    largest CUDA-graph capture size (1024 on B200-class GPUs, else 512); ``num_layers`` the
+    decoder layers its graphs run (a pipeline stage's; all by default)."""
     dtype = resolve_dtype(served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name)
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
@@ -98,6 +106,7 @@ def estimate_overhead(
             cfg.batched_tokens,
             gpu_name=gpu_name,
             enforce_eager=cfg.enforce_eager,
+            num_layers=num_layers or spec.num_hidden_layers,
         )
         cuda_graph = graphs.estimate_bytes
     return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
