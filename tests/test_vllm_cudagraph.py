@@ -183,3 +183,40 @@ def test_v0_20_prints_the_graph_estimate_but_does_not_subtract_it() -> None:
     assert graph > 0
     pools = {v: r.stages[0].available_bytes for v, r in lines.items()}
     assert pools["0.20"] - pools["0.24"] == graph
+
+
+def test_speculative_decode_sizes_by_hand() -> None:
+    # 8 sequences, 3 draft tokens (decode query 1 + 3 = 4): the ceiling is 2 x 8 x 4 = 64
+    # tokens; the grid 1, 2, 4, 8..64 by 8, and the uniform decode batches 1, 2, 4, 8 x 4
+    sizes = capture_sizes(8, 8192, decode_query_len=4)
+    assert sizes == (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+    # the V1 model runner rounds each up to a multiple of 4: 1 and 2 become 4
+    rounded = capture_sizes(8, 8192, decode_query_len=4, round_to_decode=True)
+    assert rounded == (4, 8, 16, 24, 32, 40, 48, 56, 64)
+    # a FULL decode graph for each multiple of 4 from 4 to 4 x 8 = 32: 4, 8, 16, 24, 32
+    graphs = cuda_graphs(8, 8192, gpu_name="h100", enforce_eager=False, decode_query_len=4)
+    assert (graphs.num_piecewise, graphs.num_full) == (11, 5)
+
+
+def test_mtp_changes_the_estimate_on_the_v1_runner() -> None:
+    # Qwen3-Next on the 0.29 line (a hybrid: the V1 runner) with MTP and 3 draft tokens:
+    # 256 sequences x 4 x 2 = 2,048 > 512, so the ceiling stays 512; rounding to multiples
+    # of 4 keeps 4, 8..248 by 8, 256..512 by 16 and 8,192 is above the ceiling
+    from kvplan.engines.vllm_overhead import estimate_overhead
+    from kvplan.engines.vllm_speculative import Speculative
+
+    spec = kvplan.load_model("qwen3-next-80b-a3b")
+    cfg = vllm.config(
+        4096,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        version="0.29",
+        speculative=Speculative("mtp", 3),
+    )
+    sizes = capture_sizes(256, 8192, decode_query_len=4, round_to_decode=True)
+    assert sizes[:3] == (4, 8, 16)
+    assert sizes[-1] == 512
+    assert len(sizes) == 1 + 31 + 17
+    overhead = estimate_overhead(spec, cfg, samples=True, weights_bytes=0, gpu_name="h100")
+    full = sum(1 for n in sizes if n <= 4 * 256)
+    assert overhead.cuda_graph_bytes == (len(sizes) + full) * 48 * PER_LAYER_GRAPH_BYTES

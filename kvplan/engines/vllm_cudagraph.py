@@ -30,7 +30,7 @@ layers = 0.92 GiB.
 
 What no public log pins: the first capture's growth with ``max_num_batched_tokens`` seen on
 gated-delta-net hybrids (vLLM issue 50780); how layer kinds (attention, gated delta net, Mamba,
-experts) and tensor parallelism weigh; speculative decoding's decode sizes; and the large-MoE
+experts) and tensor parallelism weigh; the drafter's own graphs; and the large-MoE
 estimates reported as profiler defects (vLLM issues 45178, 53013). Give ``--kv-cache-memory``
 (what vLLM prints as ``Available KV cache memory``) for exact figures.
 """
@@ -72,19 +72,48 @@ class CudaGraphs:
         return self.num_graphs * self.num_layers * PER_LAYER_GRAPH_BYTES
 
 
-def capture_sizes(
-    max_num_seqs: int, max_num_batched_tokens: int, *, largest_default: int = 512
-) -> tuple[int, ...]:
-    """vLLM's default CUDA-graph capture sizes in tokens (no speculative decoding).
+def _request_counts(max_reqs: int, largest_default: int) -> list[int]:
+    """The request-count grid speculative decode sizes are scaled from (``request_counts``)."""
+    top = min(max_reqs, largest_default)
+    counts = {n for n in (1, 2, 4) if n <= top} | {top}
+    counts.update(range(8, min(top + 1, 256), 8))
+    counts.update(range(256, top + 1, 16))
+    return sorted(counts)
 
-    max_num_seqs 1024, 8192 batched tokens: 1, 2, 4, 8..248 and 256..512 = 51 sizes."""
-    largest = min(2 * max_num_seqs, largest_default, max_num_batched_tokens)
+
+def capture_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    *,
+    largest_default: int = 512,
+    decode_query_len: int = 1,
+    round_to_decode: bool = False,
+) -> tuple[int, ...]:
+    """vLLM's default CUDA-graph capture sizes in tokens (``_set_cudagraph_sizes``).
+
+    max_num_seqs 1024, 8192 batched tokens: 1, 2, 4, 8..248 and 256..512 = 51 sizes. With
+    speculative decoding (``decode_query_len`` = 1 + k) the ceiling is ``2 x max_num_seqs x
+    (1 + k)`` and the uniform decode batches ``n x (1 + k)`` of the request-count grid are
+    added; the V1 model runner then rounds every size up to a multiple of ``1 + k``
+    (``round_to_decode``: ``adjust_cudagraph_sizes_for_spec_decode``)."""
+    q = decode_query_len
+    ceiling = min(2 * max_num_seqs * q, largest_default)
+    if q > 1:
+        counts = _request_counts(max_num_seqs, largest_default)
+        decode = [n * q for n in counts if n * q <= ceiling]
+    else:
+        decode = [max_num_seqs] if max_num_seqs <= ceiling else []
+    largest = min(ceiling, max_num_batched_tokens)
     sizes = {n for n in (1, 2, 4) if n <= largest}
     sizes.update(range(8, min(largest + 1, 256), 8))
     sizes.update(range(256, largest + 1, 16))
-    for extra in (max_num_batched_tokens, max_num_seqs):
-        if extra <= largest:
-            sizes.add(extra)
+    if max_num_batched_tokens <= largest:
+        sizes.add(max_num_batched_tokens)
+    sizes.update(n for n in decode if n <= max_num_batched_tokens)
+    if round_to_decode and q > 1:
+        top = max(sizes)
+        sizes = {n for n in {-(-n // q) * q for n in sizes} if n <= top}
+        sizes = sizes or ({q} if q <= top else set())
     return tuple(sorted(sizes))
 
 
@@ -95,11 +124,23 @@ def cuda_graphs(
     gpu_name: str,
     enforce_eager: bool,
     num_layers: int = 0,
+    decode_query_len: int = 1,
+    v1_runner: bool = False,
 ) -> CudaGraphs:
     """The default FULL_AND_PIECEWISE capture for these flags, of graphs running
-    ``num_layers`` decoder layers; none with ``enforce_eager``."""
+    ``num_layers`` decoder layers; none with ``enforce_eager``. A FULL decode graph is
+    captured for each size from ``1 + k`` to ``(1 + k) x max_num_seqs``
+    (``initialize_cudagraph_keys``)."""
     if enforce_eager:
         return CudaGraphs(0, 0, num_layers)
     largest = 1024 if gpu_name.lower() in BLACKWELL_DATACENTER else 512
-    sizes = capture_sizes(max_num_seqs, max_num_batched_tokens, largest_default=largest)
-    return CudaGraphs(len(sizes), sum(1 for n in sizes if n <= max_num_seqs), num_layers)
+    q = decode_query_len
+    sizes = capture_sizes(
+        max_num_seqs,
+        max_num_batched_tokens,
+        largest_default=largest,
+        decode_query_len=q,
+        round_to_decode=v1_runner,
+    )
+    full = sum(1 for n in sizes if q <= n <= q * max_num_seqs and n % q == 0)
+    return CudaGraphs(len(sizes), full, num_layers)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.engines.vllm_cudagraph import cuda_graphs
+from kvplan.engines.vllm_speculative import with_default_tokens
 from kvplan.engines.vllm_versions import (
     CUDA_GRAPH_BUDGET,
     V1_ONLY_SPECULATIVE,
@@ -65,6 +66,13 @@ def v2_runner(spec: ModelSpec, cfg: VllmConfig) -> bool:
     return cfg.version in (V2_RUNNER_HYBRIDS if recurrent else V2_RUNNER)
 
 
+def _decode_query_len(spec: ModelSpec, cfg: VllmConfig) -> int:
+    """Tokens a request decodes in one step: 1 + the speculative tokens."""
+    if cfg.speculative is None:
+        return 1
+    return with_default_tokens(cfg.speculative, spec).decode_query_len
+
+
 def estimate_overhead(
     spec: ModelSpec,
     cfg: VllmConfig,
@@ -107,6 +115,8 @@ def estimate_overhead(
             gpu_name=gpu_name,
             enforce_eager=cfg.enforce_eager,
             num_layers=num_layers or spec.num_hidden_layers,
+            decode_query_len=_decode_query_len(spec, cfg),
+            v1_runner=not v2_runner(spec, cfg),
         )
         cuda_graph = graphs.estimate_bytes
     return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
