@@ -216,6 +216,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             weights_bytes=stage.weights_bytes,
             gpu_name=gpu.name,
             num_layers=stage.num_layers,
+            pcie_only=_pcie_only(gpu),
         )
         drafter = _draft_weight_bytes(spec, cfg, weights, served) if stage.is_last else 0
         overhead = replace(
@@ -357,6 +358,14 @@ def _draft_weight_bytes(spec: ModelSpec, cfg: VllmConfig, weights: Weights, serv
         return cdiv(own.total_bytes, tp)
     dtype_bytes = resolve_dtype(served).block_bytes
     return cdiv(draft_weight_bytes(speculative, spec, weights.layers_bytes, dtype_bytes), tp)
+
+
+def _pcie_only(gpu: GPU) -> bool:
+    """Whether the catalog's system for ``gpu`` joins its GPUs over PCIe alone."""
+    from kvplan.hardware.systems import system_for_gpu
+
+    system = system_for_gpu(gpu)
+    return system is not None and system.pcie_only
 
 
 def _speculative_blocks(spec: ModelSpec, cfg: VllmConfig) -> tuple[int, int]:

@@ -21,7 +21,12 @@ from kvplan.model.dtypes import served_dtype
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB, resolve_dtype
 
-__all__ = ["Overhead", "estimate_overhead", "v2_runner"]
+__all__ = ["PCIE_TP_NON_TORCH_BYTES", "Overhead", "estimate_overhead", "v2_runner"]
+
+
+#: non-torch memory per GPU with tensor parallelism over PCIe: the mean of the two public
+#: logs (0.09 GiB on 4 A30s, 0.21 GiB on 4 L40S): 0.15 GiB
+PCIE_TP_NON_TORCH_BYTES = 15 * GiB // 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +48,10 @@ class Overhead:
     - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
       NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
       pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
-      GiB logged).
+      GiB logged). On GPUs that share no NVLink (a PCIe-only system in the catalog: L40S, L4,
+      RTX cards) vLLM's custom all-reduce and its symmetric-memory buffers stay off and TP
+      takes ``PCIE_TP_NON_TORCH_BYTES``, 0.15 GiB: the middle of the two public PCIe logs
+      (tests/data/vllm_non_torch_logs.json: 0.09 GiB on 4 A30s, 0.21 on 4 L40S).
     - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
       (kvplan.engines.vllm_cudagraph: graphs x layers x 0.288 MiB, fitted to public logs;
       102 graphs of Llama 3.1 8B's 32 layers = 0.92 GiB with the defaults on an H100); 0
@@ -81,10 +89,12 @@ def estimate_overhead(
     weights_bytes: int,
     gpu_name: str = "",
     num_layers: int = 0,
+    pcie_only: bool = False,
 ) -> Overhead:
     """The modelled profile of one GPU (see ``Overhead``); ``gpu_name`` picks the default
     largest CUDA-graph capture size (1024 on B200-class GPUs, else 512); ``num_layers`` the
-    decoder layers its graphs run (a pipeline stage's; all by default)."""
+    decoder layers its graphs run (a pipeline stage's; all by default); ``pcie_only`` that the
+    GPUs share no NVLink (their tensor parallelism takes the PCIe non-torch figure)."""
     dtype = resolve_dtype(served_dtype(spec, "vllm", dtype=cfg.dtype)[0].name)
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     rotary = (spec.max_position_embeddings or 0) * head_dim * dtype.block_bytes
@@ -101,7 +111,9 @@ def estimate_overhead(
         if samples:
             activation += cfg.num_seqs * vocab * 12
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
-    if tp > 1:
+    if tp > 1 and pcie_only:
+        non_torch = PCIE_TP_NON_TORCH_BYTES
+    elif tp > 1:
         non_torch = 2070 * GiB // 1000 + (tp - 2) // 2 * 32 * MiB
     elif pp > 1:
         non_torch = 72 * MiB
