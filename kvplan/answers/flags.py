@@ -366,13 +366,7 @@ def _vllm(t: _Target) -> EngineFlags:
     # one more block than N requests need: vLLM keeps block 0 as its null block
     need = (t.n * probe.blocks_per_request + 1) * block_bytes
     overhead = probe.stages[-1].overhead
-    used = (
-        overhead.weights_bytes
-        + overhead.activation_bytes
-        + overhead.non_torch_bytes
-        + overhead.cuda_graph_bytes
-        + need
-    )
+    used = overhead.total_bytes + need
     budget = fraction_of(t.gpu.memory_bytes, t.util)
     fits = used <= budget
     flags = [f"--kv-cache-memory={need}", f"--max-model-len={t.length}", f"--max-num-seqs={t.n}"]

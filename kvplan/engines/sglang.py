@@ -39,20 +39,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from kvplan.arguments import as_parallel, as_real, check_flags, check_ints
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines.base import EngineResult, refuse_unread_kinds
 from kvplan.engines.sglang_memory import (  # re-exported: callers read it from here
     mem_fraction_static_auto as mem_fraction_static_auto,
 )
-from kvplan.engines.sglang_settings import Extras, check_sizes, extras, pool_fraction
+from kvplan.engines.sglang_settings import (
+    Extras,
+    attention_tp_size,
+    check_sizes,
+    extras,
+    pool_fraction,
+)
 from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import FullAttention, LayerCache, MLALatent, SlidingWindowAttention
 from kvplan.model.spec import ModelSpec
-from kvplan.model.stages import as_tensor_parallel_size, walk_stages
+from kvplan.model.stages import Stage, walk_stages
 from kvplan.model.weights import model_weights, pipeline_partition
 from kvplan.units import DType, GiB
 
@@ -361,10 +366,10 @@ def kv_cache(
         index_head_dim=index_head_dim,
         chunked_prefill_size=chunked_prefill_size,
         cuda_graph_max_bs=cuda_graph_max_bs,
+        swa_full_tokens_ratio=swa_full_tokens_ratio,
+        enable_dp_attention=enable_dp_attention,
     )
-    check_flags(enable_dp_attention=enable_dp_attention)
-    as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
-    attention_tp = _attention_tp(spec, tp, pp, dp, page_size, enable_dp_attention)
+    attention_tp = attention_tp_size(spec, tp, pp, dp, page_size, enable_dp_attention)
     extra = extras(
         spec,
         tp,
@@ -391,30 +396,11 @@ def kv_cache(
         cuda_graph_max_bs=cuda_graph_max_bs,
         extra=extra,
     )
-    dtype = _kv_dtype(spec, kv_cache_dtype)
-    pre_load_free = gpu.memory_bytes - used_before_load_bytes
-    weights = model_weights(spec) if weights_bytes is None else None
-    # With PP each stage sizes its own pool from its own weights and layers; all take the
-    # smallest token count, and the first stage is reported.
-    stages = walk_stages(spec, pipeline_partition(len(spec.layers), pp), weights, tp)
-    rests = [
-        rest_bytes(
-            pre_load_free_bytes=pre_load_free,
-            post_load_free_bytes=pre_load_free
-            - extra.lora_bytes
-            - (stage.weights_bytes if weights_bytes is None else weights_bytes),
-            mem_fraction_static=fraction,
-        )
-        for stage in stages
-    ]
-    tokens = min(
-        _tokens(
-            rest,
-            _cell_size_of(stage.layers, attention_tp, dtype, index_head_dim),
-            page_size,
-            max_total_tokens,
-        )
-        for stage, rest in zip(stages, rests, strict=True)
+    stages, rests, tokens = _stage_pools(
+        spec,
+        (tp, pp, attention_tp),
+        (gpu.memory_bytes - used_before_load_bytes, extra.lora_bytes, weights_bytes, fraction),
+        (_kv_dtype(spec, kv_cache_dtype), index_head_dim, page_size, max_total_tokens),
     )
     log: dict[str, int | float | str] = {
         "max_total_num_tokens": tokens,
@@ -430,16 +416,30 @@ def kv_cache(
     return _with_draft(_pool_result(pool, tokens, log), pool, extra)
 
 
-def _attention_tp(
-    spec: ModelSpec, tp: int, pp: int, dp: int, page_size: int, enable_dp_attention: bool
-) -> int:
-    """The TP size attention runs at (``tp / dp`` with DP attention), the sizes checked."""
-    check_ints(minimum=1, tp=tp, pp=pp, dp=dp, page_size=page_size)
-    as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
-    if as_parallel(pp, "pp") > spec.num_hidden_layers:
-        raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
-    as_parallel(dp, "dp")
-    return max(1, tp // dp) if enable_dp_attention else tp
+def _stage_pools(
+    spec: ModelSpec,
+    parallel: tuple[int, int, int],
+    memory: tuple[int, int, int | None, float],
+    cells: tuple[DType, int | None, int, int | None],
+) -> tuple[tuple[Stage, ...], list[int], int]:
+    """Each PP stage's ``rest`` and the tokens all take; ``parallel``: tp, pp, attention TP;
+    ``memory``: free before load, LoRA slots, weights given, fraction; ``cells``: see kv_cache."""
+    (tp, pp, attention_tp), (free, lora, given, fraction) = parallel, memory
+    weights = model_weights(spec) if given is None else None
+    stages = walk_stages(spec, pipeline_partition(len(spec.layers), pp), weights, tp)
+    used = [stage.weights_bytes if given is None else given for stage in stages]
+    rests = [
+        rest_bytes(
+            pre_load_free_bytes=free,
+            post_load_free_bytes=free - lora - u,
+            mem_fraction_static=fraction,
+        )
+        for u in used
+    ]
+    dtype, index_head_dim, page_size, max_total = cells
+    sizes = [_cell_size_of(stage.layers, attention_tp, dtype, index_head_dim) for stage in stages]
+    tokens = min(_tokens(r, c, page_size, max_total) for r, c in zip(rests, sizes, strict=True))
+    return stages, rests, tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,11 @@ from kvplan.arguments import (
     as_flag,
     as_instance,
     as_int,
+    as_parallel,
     as_real,
     as_sequence,
     as_str,
+    check_flags,
     check_ints,
     check_strs,
 )
@@ -26,8 +28,9 @@ from kvplan.errors import UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.model.limits import MAX_DIM
 from kvplan.model.spec import ModelSpec
+from kvplan.model.stages import as_tensor_parallel_size
 
-__all__ = ["Extras", "check_sizes", "extras", "pool_fraction"]
+__all__ = ["Extras", "attention_tp_size", "check_sizes", "extras", "pool_fraction"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +139,13 @@ def check_sizes(
     index_head_dim: int | None,
     chunked_prefill_size: int | None,
     cuda_graph_max_bs: int | None,
+    swa_full_tokens_ratio: float = 0.8,
+    enable_dp_attention: bool = False,
 ) -> None:
-    """The sizes of ``kv_cache``: whole numbers; a chunk of 0 or -1 turns chunking off."""
+    """The sizes of ``kv_cache``: whole numbers; a chunk of 0 or -1 turns chunking off; the
+    sliding share a real in [0, 1]; the DP-attention switch a flag."""
+    check_flags(enable_dp_attention=enable_dp_attention)
+    as_real(swa_full_tokens_ratio, "swa_full_tokens_ratio", low=0, high=1)
     check_ints(optional=True, weights_bytes=weights_bytes, cuda_graph_max_bs=cuda_graph_max_bs)
     as_int(used_before_load_bytes, "used_before_load_bytes")
     check_ints(minimum=1, optional=True, max_total_tokens=max_total_tokens)
@@ -145,3 +153,15 @@ def check_sizes(
         as_int(index_head_dim, "index_head_dim", minimum=1, maximum=MAX_DIM)
     if chunked_prefill_size is not None:
         as_int(chunked_prefill_size, "chunked_prefill_size", minimum=-1)
+
+
+def attention_tp_size(
+    spec: ModelSpec, tp: int, pp: int, dp: int, page_size: int, enable_dp_attention: bool
+) -> int:
+    """The TP size attention runs at (``tp / dp`` with DP attention), the sizes checked."""
+    check_ints(minimum=1, tp=tp, pp=pp, dp=dp, page_size=page_size)
+    as_tensor_parallel_size(spec, max(1, tp // dp) if enable_dp_attention else tp)
+    if as_parallel(pp, "pp") > spec.num_hidden_layers:
+        raise UnitError(f"pp {pp}: more stages than the {spec.num_hidden_layers} layers")
+    as_parallel(dp, "dp")
+    return max(1, tp // dp) if enable_dp_attention else tp

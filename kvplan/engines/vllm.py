@@ -79,7 +79,7 @@ from kvplan.hardware.lookup import as_gpu
 from kvplan.model.dtypes import cache_dtypes, served_dtype
 from kvplan.model.layers import AttentionAndState, LayerCache, RecurrentState
 from kvplan.model.spec import ModelSpec
-from kvplan.model.stages import as_tensor_parallel_size, walk_stages
+from kvplan.model.stages import Stage, as_tensor_parallel_size, walk_stages
 from kvplan.model.weights import Weights, pipeline_partition, weights_for_pool
 from kvplan.units import FLOAT_DTYPES, GiB, cdiv, fraction_of, resolve_dtype
 
@@ -209,31 +209,11 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
     counts = pipeline_partition(spec.num_hidden_layers, pp)
     stages = []
     for stage in walk_stages(spec, counts, weights, tp):
-        overhead = estimate_overhead(
-            spec,
-            cfg,
-            samples=stage.is_last,
-            weights_bytes=stage.weights_bytes,
-            gpu_name=gpu.name,
-            num_layers=stage.num_layers,
-            pcie_only=_pcie_only(gpu),
-        )
         drafter = _draft_weight_bytes(spec, cfg, weights, served) if stage.is_last else 0
-        overhead = replace(
-            overhead,
-            weights_bytes=overhead.weights_bytes + drafter,
-            activation_bytes=overhead.activation_bytes + held,
-        )
-        if cfg.kv_cache_memory_bytes is not None:
-            available = cfg.kv_cache_memory_bytes
-        else:
-            used = (
-                overhead.weights_bytes
-                + overhead.activation_bytes
-                + overhead.non_torch_bytes
-                + overhead.cuda_graph_bytes
-            )
-            available = max(0, usable - used)
+        overhead = _stage_overhead(spec, cfg, gpu, stage, (drafter, held))
+        available = cfg.kv_cache_memory_bytes
+        if available is None:
+            available = max(0, usable - overhead.total_bytes)
         first, last = stage.first_layer, stage.last_layer
         owners = part_owners(cache_layers(spec, cfg))
         # a drafter's layers (after the target's) run on the last stage
@@ -249,6 +229,28 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
         num_blocks = cfg.num_gpu_blocks_override  # every worker's pool, whatever was profiled
     result = _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
     return replace(result, settings=settings(spec, cfg), encoder=encoder)
+
+
+def _stage_overhead(
+    spec: ModelSpec, cfg: VllmConfig, gpu: GPU, stage: Stage, extra: tuple[int, int]
+) -> Overhead:
+    """One stage's modelled profile, with ``extra`` = (the drafter's weights, an encoder's
+    embeddings held through the profiling run) added to its weights and activation."""
+    overhead = estimate_overhead(
+        spec,
+        cfg,
+        samples=stage.is_last,
+        weights_bytes=stage.weights_bytes,
+        gpu_name=gpu.name,
+        num_layers=stage.num_layers,
+        pcie_only=_pcie_only(gpu),
+    )
+    drafter, held = extra
+    return replace(
+        overhead,
+        weights_bytes=overhead.weights_bytes + drafter,
+        activation_bytes=overhead.activation_bytes + held,
+    )
 
 
 def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:

@@ -64,6 +64,16 @@ class Overhead:
     non_torch_bytes: int
     cuda_graph_bytes: int = 0
 
+    @property
+    def total_bytes(self) -> int:
+        """What the budget takes before the KV cache: the sum of the four terms."""
+        return (
+            self.weights_bytes
+            + self.activation_bytes
+            + self.non_torch_bytes
+            + self.cuda_graph_bytes
+        )
+
 
 def v2_runner(spec: ModelSpec, cfg: VllmConfig) -> bool:
     """Whether vLLM runs ``spec`` on its V2 model runner by default on ``cfg``'s line."""

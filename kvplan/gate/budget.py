@@ -326,12 +326,7 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
         # max_concurrency requests do not hold, plus any remainder of the pool and, with
         # kv_cache_memory, usable memory it leaves; never the headroom above utilization
         held = verdict.max_concurrency * r.blocks_per_request * r.page_bytes * r.group_size
-        engine_overhead = (
-            stage.overhead.weights_bytes
-            + stage.overhead.activation_bytes
-            + stage.overhead.non_torch_bytes
-            + stage.overhead.cuda_graph_bytes
-        )
+        engine_overhead = stage.overhead.total_bytes
         budget = (
             device.memory_bytes
             if d.kv_cache_memory is not None
