@@ -36,6 +36,7 @@ def refuse_unread_kinds(layers: Iterable[object], profile: str) -> None:
                 " with no engine, gives their exact bytes)"
             )
 
+
 #: Engines with a profile. ``ideal`` is the core formula with no engine rules.
 ENGINE_NAMES = (
     "ideal",

@@ -22,7 +22,7 @@ from kvplan.model.dtypes import cache_dtypes
 from kvplan.model.layers import MLALatent
 from kvplan.model.spec import ModelSpec
 
-__all__ = ["LORA_TARGET_MODULES", "lora_bytes"]
+__all__ = ["LORA_TARGET_MODULES", "lora_bytes", "module_shape", "packed_modules"]
 
 _NORMALIZED = {
     "q_proj": "qkv_proj",
@@ -39,7 +39,8 @@ LORA_TARGET_MODULES = (*sorted(_NORMALIZED), "all")
 _ROW_PARALLEL = ("o_proj", "down_proj")
 
 
-def _modules(target_modules: Iterable[str]) -> set[str]:
+def packed_modules(target_modules: Iterable[str]) -> set[str]:
+    """The packed modules (``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj``) named."""
     names = [target_modules] if isinstance(target_modules, str) else list(target_modules)
     if "all" in names:
         return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
@@ -52,7 +53,7 @@ def _modules(target_modules: Iterable[str]) -> set[str]:
     return {_NORMALIZED[name] for name in names}
 
 
-def _shapes(spec: ModelSpec, module: str) -> tuple[int, int, int]:
+def module_shape(spec: ModelSpec, module: str) -> tuple[int, int, int]:
     """``(in, out, stacked)`` of one target module, as SGLang's default hidden dims read them."""
     head_dim = spec.head_dim or (spec.hidden_size or 0) // spec.num_attention_heads
     hidden = spec.hidden_size or 0
@@ -96,8 +97,8 @@ def lora_bytes(
         raise UnitError(f"enable_lora: {spec.name} states no hidden_size")
     dtype_bytes = cache_dtypes(spec, "sglang").k.block_bytes  # the model dtype
     values = 0
-    for module in sorted(_modules(target_modules)):
-        in_dim, out_dim, stacked = _shapes(spec, module)
+    for module in sorted(packed_modules(target_modules)):
+        in_dim, out_dim, stacked = module_shape(spec, module)
         in_dim, out_dim = _split(module, in_dim, out_dim, tp)
         values += max_lora_rank * stacked * in_dim + out_dim * max_lora_rank
     return values * max_loras_per_batch * spec.num_hidden_layers * dtype_bytes

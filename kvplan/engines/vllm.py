@@ -48,6 +48,7 @@ from kvplan.engines.vllm_layout import align_to_state_pages, part_owners, unify_
 from kvplan.engines.vllm_layout import kv_cache_groups as kv_cache_groups
 from kvplan.engines.vllm_layout import page_spec as page_spec
 from kvplan.engines.vllm_layout import page_specs as page_specs
+from kvplan.engines.vllm_lora import lora_parts
 from kvplan.engines.vllm_multimodal import EncoderProfile, encoder_profile, text_weights_spec
 from kvplan.engines.vllm_overhead import Overhead as Overhead
 from kvplan.engines.vllm_overhead import estimate_overhead as estimate_overhead
@@ -248,9 +249,19 @@ def _stage_overhead(
     drafter, held = extra
     return replace(
         overhead,
-        weights_bytes=overhead.weights_bytes + drafter,
+        weights_bytes=overhead.weights_bytes + drafter + _lora_bytes(spec, cfg, stage),
         activation_bytes=overhead.activation_bytes + held,
     )
+
+
+def _lora_bytes(spec: ModelSpec, cfg: VllmConfig, stage: Stage) -> int:
+    """The LoRA stacks on one GPU of ``stage`` (kvplan.engines.vllm_lora): its layers', the
+    embeddings' on the first stage, the head's on the last."""
+    if cfg.lora is None:
+        return 0
+    layer, embed, head = lora_parts(spec, cfg.lora, cfg.tensor_parallel_size)
+    first = embed if stage.index == 0 else 0
+    return layer * stage.num_layers + first + (head if stage.is_last else 0)
 
 
 def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:

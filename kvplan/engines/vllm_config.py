@@ -23,6 +23,7 @@ from kvplan.arguments import (
     check_ints,
     check_strs,
 )
+from kvplan.engines.vllm_lora import VllmLora
 from kvplan.engines.vllm_speculative import Speculative
 from kvplan.engines.vllm_versions import DEFAULT_VERSION
 from kvplan.units import GiB
@@ -71,6 +72,8 @@ class VllmConfig:
     language_model_only: bool = False
     # --speculative-config, resolved (kvplan.engines.vllm_speculative); None: no drafter
     speculative: Speculative | None = None
+    # --enable-lora with --max-loras, --max-lora-rank, ... (kvplan.engines.vllm_lora)
+    lora: VllmLora | None = None
 
     def __post_init__(self) -> None:
         # Every flag checked once, here, so no profile meets a None length or a str block
@@ -114,6 +117,8 @@ class VllmConfig:
                 "speculative",
                 "a Speculative (parse_speculative_config)",
             )
+        if self.lora is not None:
+            as_instance(self.lora, VllmLora, "lora", "a VllmLora")
 
     @property
     def batched_tokens(self) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.engines.vllm_cudagraph import cuda_graphs
+from kvplan.engines.vllm_lora import LORA_CUDA_GRAPH_CASES
 from kvplan.engines.vllm_speculative import with_default_tokens
 from kvplan.engines.vllm_versions import (
     CUDA_GRAPH_BUDGET,
@@ -140,5 +141,6 @@ def estimate_overhead(
             decode_query_len=_decode_query_len(spec, cfg),
             v1_runner=not v2_runner(spec, cfg),
         )
-        cuda_graph = graphs.estimate_bytes
+        # with LoRA, every size is captured twice: no adapter and max_loras + 1 of them
+        cuda_graph = graphs.estimate_bytes * (1 if cfg.lora is None else LORA_CUDA_GRAPH_CASES)
     return Overhead(weights_bytes + rotary, activation, non_torch, cuda_graph)
