@@ -6,9 +6,9 @@ Run it in the virtual environment that has vLLM's CPU build (see scripts/vllm_or
     python scripts/vllm_lora_oracle.py --out tests/data/vllm_lora_0.32.0.json
 
 Each case starts ``vllm.LLM`` on a shrunk config (scripts/vllm_oracle.py's ``shrunk_config``,
-dummy weights, the real hidden size) with ``enable_lora`` and the case's settings, in a child process, and sums the
-stacks' bytes (each tensor once). The config used is kept in the record, so a test rebuilds
-the same model.
+dummy weights, the real hidden size) with ``enable_lora`` and the case's settings, in a child
+process, and sums the stacks' bytes (each tensor once). The config used is kept in the
+record, so a test rebuilds the same model.
 """
 
 from __future__ import annotations

@@ -144,6 +144,34 @@ QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
             "speculative_draft_model": "llama-3.2-1b",
         },
     ),
+    # LoRA slots: vLLM's (4 adapters of rank 16) and SGLang's (rank 8 on attention); refused
+    # by the engines that do not read them
+    (
+        "vLLM LoRA 4 x rank 16, 8K",
+        ("-c", "8K", "--enable-lora", "--max-loras", "4", "--max-lora-rank", "16"),
+        {"max_model_len": 8192, "enable_lora": True, "max_loras": 4, "max_lora_rank": 16},
+    ),
+    (
+        "SGLang LoRA 8 x rank 8 on attention, 8K",
+        (
+            "-c",
+            "8K",
+            "--enable-lora",
+            "--max-loras-per-batch",
+            "8",
+            "--max-lora-rank",
+            "8",
+            "--lora-target-modules",
+            "qkv_proj,o_proj",
+        ),
+        {
+            "max_model_len": 8192,
+            "enable_lora": True,
+            "max_loras_per_batch": 8,
+            "max_lora_rank": 8,
+            "lora_target_modules": "qkv_proj,o_proj",
+        },
+    ),
 ]
 _KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")
 

@@ -109,3 +109,29 @@ def test_pipeline_stages_split_layers_embeddings_and_head() -> None:
         for a, b in zip(plain.stages, served.stages, strict=True)
     ]
     assert grown == [16 * layer + embed, 16 * layer + head]
+
+
+def _tokens(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    result = CliRunner().invoke(
+        app, ["plan", "llama-3.1-8b", "--gpu", "h100", "-c", "32K", "--format", "json", *args]
+    )
+    return result.exit_code, result.stdout if result.exit_code != 2 else result.stderr
+
+
+def test_plan_takes_the_lora_flags_and_refuses_them_without_enable_lora() -> None:
+    code, out = _tokens("--engine", "vllm", "--max-loras", "4")
+    assert code == 2
+    assert "--max-loras: needs --enable-lora" in out
+    code, out = _tokens("--enable-lora")
+    assert code == 2
+    assert "not read by --engine ideal" in out
+    sglang = ("--engine", "sglang")
+    plain = json.loads(_tokens(*sglang)[1])
+    lora = ("--enable-lora", "--max-lora-rank", "16", "--lora-target-modules", "all")
+    served = json.loads(_tokens(*sglang, *lora)[1])
+    # SGLang: 8 slots of rank 16 on Llama 3.1 8B are 671,088,640 B, 5,120 tokens of 128 KiB
+    assert plain["kv_cache_tokens"] - served["kv_cache_tokens"] == 671_088_640 // 131_072

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from kvplan.answers.lora import sglang_lora, vllm_lora
 from kvplan.answers.question import (
     Kind,
     Question,
@@ -457,6 +458,7 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
         limit_mm_per_prompt=r.limit_mm_per_prompt,
         language_model_only=bool(r.language_model_only),
         speculative=_speculative(r.speculative_config),
+        lora=vllm_lora(r),
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         tensor_parallel_size=r.tensor_parallel_size or 1,
@@ -517,6 +519,7 @@ def _token_pool(spec: ModelSpec, gpu: GPU, q: Question, length: int) -> TokenPoo
             speculative_draft_model=(
                 None if q.speculative_draft_model is None else load_model(q.speculative_draft_model)
             ),
+            **sglang_lora(q),
         )
     return TokenPoolPlan(result, gpu, tp, pp, length, fraction)
 

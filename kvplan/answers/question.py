@@ -64,6 +64,12 @@ FLAG_NAMES: Mapping[str, str] = {
     "speculative_algorithm": "--speculative-algorithm",
     "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
     "speculative_draft_model": "--speculative-draft-model-path",
+    "enable_lora": "--enable-lora",
+    "max_loras": "--max-loras",
+    "max_loras_per_batch": "--max-loras-per-batch",
+    "max_lora_rank": "--max-lora-rank",
+    "lora_target_modules": "--lora-target-modules",
+    "fully_sharded_loras": "--fully-sharded-loras",
     "mem_fraction_static": "--mem-fraction-static",
     "max_total_tokens": "--max-total-tokens",
     "page_size": "--page-size",
@@ -85,6 +91,11 @@ _VLLM_ONLY = frozenset(
         "limit_mm_per_prompt",
         "language_model_only",
         "speculative_config",
+        "enable_lora",
+        "max_loras",
+        "max_lora_rank",
+        "lora_target_modules",
+        "fully_sharded_loras",
     }
 )
 
@@ -121,6 +132,10 @@ ENGINE_SETTINGS: Mapping[str, frozenset[str]] = {
         "speculative_algorithm",
         "speculative_num_draft_tokens",
         "speculative_draft_model",
+        "enable_lora",
+        "max_loras_per_batch",
+        "max_lora_rank",
+        "lora_target_modules",
     },
     "trtllm": _WORKLOAD
     | {
@@ -197,6 +212,14 @@ class Question:
     speculative_algorithm: str | None = None
     speculative_num_draft_tokens: int | None = None
     speculative_draft_model: str | None = None
+    #: LoRA slots: vLLM's --max-loras and --fully-sharded-loras, SGLang's
+    #: --max-loras-per-batch, both engines' rank and comma-separated target modules
+    enable_lora: bool | None = None
+    max_loras: int | None = None
+    max_loras_per_batch: int | None = None
+    max_lora_rank: int | None = None
+    lora_target_modules: str | None = None
+    fully_sharded_loras: bool | None = None
     mem_fraction_static: Fraction | None = None
     max_total_tokens: int | None = None
     page_size: int | None = None

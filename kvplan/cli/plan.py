@@ -48,6 +48,15 @@ from kvplan.cli.llamacpp_options import (
     UbatchOpt,
     WiredLimitOpt,
 )
+from kvplan.cli.lora_options import (
+    LORA_OPTIONS,
+    EnableLoraOpt,
+    FullyShardedLorasOpt,
+    LoraTargetModulesOpt,
+    MaxLoraRankOpt,
+    MaxLorasOpt,
+    MaxLorasPerBatchOpt,
+)
 from kvplan.cli.options import (
     DtypeOpt,
     EngineOpt,
@@ -192,7 +201,7 @@ SpeculativeConfigOpt = Annotated[
         "--speculative-config",
         help="vLLM 0.21 and later: speculative decoding, JSON as vLLM takes it"
         ' (\'{"method": "mtp", "num_speculative_tokens": 3}\'; methods mtp, eagle, eagle3,'
-        " draft_model with \"model\" the drafter's name, ngram, ngram_gpu, suffix). The"
+        ' draft_model with "model" the drafter\'s name, ngram, ngram_gpu, suffix). The'
         " drafter's layers join the pool, recurrent state holds k more blocks a request and"
         " the drafter's weights come out of the budget.",
     ),
@@ -309,6 +318,12 @@ def plan_command(
     speculative_algorithm: SpeculativeAlgorithmOpt = None,
     speculative_num_draft_tokens: SpeculativeDraftTokensOpt = None,
     speculative_draft_model_path: SpeculativeDraftModelOpt = None,
+    enable_lora: EnableLoraOpt = None,
+    max_loras: MaxLorasOpt = None,
+    max_loras_per_batch: MaxLorasPerBatchOpt = None,
+    max_lora_rank: MaxLoraRankOpt = None,
+    lora_target_modules: LoraTargetModulesOpt = None,
+    fully_sharded_loras: FullyShardedLorasOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -482,7 +497,7 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
         speculative_algorithm=a["speculative_algorithm"],
         speculative_num_draft_tokens=a["speculative_num_draft_tokens"],
         speculative_draft_model=a["speculative_draft_model_path"],
-        **{name: a[name] for name in _VLLM_FLAGS},
+        **{name: a[name] for name in (*_VLLM_FLAGS, *LORA_OPTIONS)},
     )
 
 
