@@ -11,6 +11,7 @@ from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
     from kvplan.answers.question import Question
+    from kvplan.engines.vllm_lora import VllmLora
 
 __all__ = ["sglang_lora", "vllm_lora"]
 
@@ -34,7 +35,7 @@ def _lora_given(q: Question, engine_only: tuple[str, ...]) -> bool:
     return False
 
 
-def vllm_lora(q: Question) -> Any:
+def vllm_lora(q: Question) -> VllmLora | None:
     """vLLM's LoRA settings (kvplan.engines.vllm_lora), None when LoRA is off."""
     if not _lora_given(q, ("max_loras", "fully_sharded_loras")):
         return None
