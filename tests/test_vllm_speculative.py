@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import kvplan
 from kvplan.cli import app
 from kvplan.engines import vllm
-from kvplan.engines.vllm_cudagraph import PER_LAYER_GRAPH_BYTES
+from kvplan.engines.vllm_cudagraph import GRAPH_BYTES_PER_LAYER_ROOT_WIDTH
 from kvplan.engines.vllm_speculative import parse_speculative_config
 from kvplan.errors import ModelNotFoundError, UnitError
 from kvplan.model.weights import model_weights
@@ -98,8 +98,9 @@ def test_the_mtp_module_weights_come_out_of_the_budget() -> None:
     plain = vllm.profile(spec, "h100", vllm.config(8192))
     mtp = vllm.profile(spec, "h100", vllm.config(8192, speculative=parse_speculative_config(MTP3)))
     # and with a decode step of 1 + 3 tokens no FULL decode graph of 1 or 2 tokens is
-    # captured: 2 graphs of its 64 layers fewer (kvplan.engines.vllm_cudagraph)
-    graphs = 2 * 64 * PER_LAYER_GRAPH_BYTES
+    # captured: 2 graphs of its 64 layers fewer, at hidden 5120 (isqrt 71;
+    # kvplan.engines.vllm_cudagraph)
+    graphs = 2 * 64 * 71 * GRAPH_BYTES_PER_LAYER_ROOT_WIDTH
     assert plain.available_bytes - mtp.available_bytes == module - graphs
 
 

@@ -16,17 +16,23 @@ Read from vLLM 0.32's source:
   FULL_AND_PIECEWISE captures a PIECEWISE graph for every size and a FULL decode graph for
   every size up to ``max_num_seqs``. H100, ``max_num_seqs`` 1024: 51 + 51 = 102 graphs.
 
-Fitted: ``estimate = graphs x layers x PER_LAYER_GRAPH_BYTES``. A captured graph's memory is
-mostly what the graph holds per kernel it launches, and the kernels grow with the layers (a
-PIECEWISE graph is one piece per layer); the activations of the largest size are shared by
-the pool. PER_LAYER_GRAPH_BYTES is the lower median, over the public logs that print the graph
-counts and the estimate for a model of known depth (tests/data/vllm_cudagraph_logs.json, 6
-cases: four 64-layer Qwen3.6-27B hybrids with 4 to 7 graphs at TP 1 to 4, a 28-layer dense
-Qwen2.5-7B with 54 and a 16-layer LFM2.5 with 136), of estimate / (graphs x layers): 0.09 GiB /
-(5 x 64) = 0.288 MiB (Qwen3.6-27B at TP 2). Leave-one-out (tests/test_vllm_cudagraph.py):
-median error 22%, worst -31%; a constant per graph, fitted the same way, erred by +192% on the
-dense model and +369% on LFM2.5. Llama 3.1 8B on an H100 with the defaults: 102 graphs x 32
-layers = 0.92 GiB.
+Fitted: ``estimate = graphs x layers x GRAPH_BYTES_PER_LAYER_ROOT_WIDTH x isqrt(hidden)``, plus
+for models with routed experts a first-capture term of ``MOE_FIRST_CAPTURE_BYTES_PER_MPARAM``
+per million expert parameters on the GPU. A PIECEWISE graph is one piece per layer, so what
+each graph keeps grows with the layers; per layer it grows with the width, but less than in
+proportion (its kernels' fixed state beside width-sized buffers); the largest size's
+activations are shared by the pool. Fitted on the public logs that print the graph counts and
+the estimate for a model of known depth and width without speculative decoding
+(tests/data/vllm_cudagraph_logs.json): the constant per layer and root width is the lower
+median over 12 models without experts (Qwen2.5 7B and 72B, Qwen3 0.6B and 8B, Qwen3.5 4B and
+9B, Qwen3.6 27B four times, Gemma 4 E4B, LFM2.5 1.2B): 4,734 B, 0.289 MiB a graph and layer at
+hidden 4096. Leave-one-out: median error 9%, worst -63% (Qwen3-8B on v0.19.1, 2.35 GiB, three
+times its neighbours); ``graphs x layers`` alone erred by a median 24% and up to +153%. With
+experts even one graph of size 1 costs 0.36 to 0.47 GiB (Qwen3.6 35B-A3B, Gemma 4 26B-A4B,
+all NVFP4): the residual after the per-graph term, per expert parameter, lower median over 8
+logs: 11,941 B per million (0.36 GiB for Qwen3.6 35B-A3B's 32.2 G); leave-one-out median 15%,
+worst -59%, where the term left out errs by -27 to -97%. Llama 3.1 8B on an H100 with the
+defaults: 102 graphs x 32 layers x 64 x 4,734 B = 0.92 GiB.
 
 What no public log pins: the first capture's growth with ``max_num_batched_tokens`` seen on
 gated-delta-net hybrids (vLLM issue 50780); how layer kinds (attention, gated delta net, Mamba,
@@ -38,18 +44,25 @@ estimates reported as profiler defects (vLLM issues 45178, 53013). Give ``--kv-c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isqrt
 
 __all__ = [
     "BLACKWELL_DATACENTER",
-    "PER_LAYER_GRAPH_BYTES",
+    "GRAPH_BYTES_PER_LAYER_ROOT_WIDTH",
+    "MOE_FIRST_CAPTURE_BYTES_PER_MPARAM",
     "CudaGraphs",
     "capture_sizes",
     "cuda_graphs",
 ]
 
-#: bytes of estimate per captured graph and decoder layer: the lower median of the fitted logs
-#: (0.09 GiB / (5 graphs x 64 layers) = 301,989 B, 0.288 MiB)
-PER_LAYER_GRAPH_BYTES = 301_989
+#: bytes of estimate per captured graph, decoder layer and unit of the hidden size's integer
+#: square root: the lower median of the fitted logs without experts (Qwen2.5-72B at TP 4 on
+#: v0.19.0, 2.73 GiB / (86 graphs x 80 layers x 90) = 4,734 B)
+GRAPH_BYTES_PER_LAYER_ROOT_WIDTH = 4_734
+#: bytes of the first capture per million routed-expert parameters on the GPU: the lower
+#: median of the fitted logs with experts, after the per-graph term (Qwen3.6 35B-A3B on
+#: v0.20.0, three PIECEWISE graphs and one FULL: 0.39 GiB)
+MOE_FIRST_CAPTURE_BYTES_PER_MPARAM = 11_941
 #: GPUs of compute capability 10.x, whose default largest capture size is 1024, not 512
 BLACKWELL_DATACENTER = ("b200", "b300", "gb200", "gb300")
 
@@ -61,6 +74,8 @@ class CudaGraphs:
     num_piecewise: int
     num_full: int
     num_layers: int = 0  # the decoder layers each graph runs (a pipeline stage's)
+    hidden_size: int = 0
+    expert_parameters: int = 0  # the routed experts' parameters on this GPU
 
     @property
     def num_graphs(self) -> int:
@@ -68,8 +83,13 @@ class CudaGraphs:
 
     @property
     def estimate_bytes(self) -> int:
-        """What vLLM prints as ``Estimated CUDA graph memory``, modelled (bytes)."""
-        return self.num_graphs * self.num_layers * PER_LAYER_GRAPH_BYTES
+        """What vLLM prints as ``Estimated CUDA graph memory``, modelled (bytes); 0 without
+        graphs."""
+        if not self.num_graphs:
+            return 0
+        per_graph = self.num_layers * isqrt(self.hidden_size) * GRAPH_BYTES_PER_LAYER_ROOT_WIDTH
+        first = self.expert_parameters * MOE_FIRST_CAPTURE_BYTES_PER_MPARAM // 10**6
+        return self.num_graphs * per_graph + first
 
 
 def _request_counts(max_reqs: int, largest_default: int) -> list[int]:
@@ -124,15 +144,18 @@ def cuda_graphs(
     gpu_name: str,
     enforce_eager: bool,
     num_layers: int = 0,
+    hidden_size: int = 0,
+    expert_parameters: int = 0,
     decode_query_len: int = 1,
     v1_runner: bool = False,
 ) -> CudaGraphs:
     """The default FULL_AND_PIECEWISE capture for these flags, of graphs running
     ``num_layers`` decoder layers; none with ``enforce_eager``. A FULL decode graph is
     captured for each size from ``1 + k`` to ``(1 + k) x max_num_seqs``
-    (``initialize_cudagraph_keys``)."""
+    (``initialize_cudagraph_keys``). ``hidden_size`` and ``expert_parameters`` (the routed
+    experts' on this GPU) size the estimate."""
     if enforce_eager:
-        return CudaGraphs(0, 0, num_layers)
+        return CudaGraphs(0, 0, num_layers, hidden_size, expert_parameters)
     largest = 1024 if gpu_name.lower() in BLACKWELL_DATACENTER else 512
     q = decode_query_len
     sizes = capture_sizes(
@@ -143,4 +166,4 @@ def cuda_graphs(
         round_to_decode=v1_runner,
     )
     full = sum(1 for n in sizes if q <= n <= q * max_num_seqs and n % q == 0)
-    return CudaGraphs(len(sizes), full, num_layers)
+    return CudaGraphs(len(sizes), full, num_layers, hidden_size, expert_parameters)

@@ -54,9 +54,10 @@ class Overhead:
       takes ``PCIE_TP_NON_TORCH_BYTES``, 0.15 GiB: the middle of the two public PCIe logs
       (tests/data/vllm_non_torch_logs.json: 0.09 GiB on 4 A30s, 0.21 on 4 L40S).
     - ``cuda_graph``: from v0.21.0 the estimate vLLM subtracts for its CUDA graphs
-      (kvplan.engines.vllm_cudagraph: graphs x layers x 0.288 MiB, fitted to public logs;
-      102 graphs of Llama 3.1 8B's 32 layers = 0.92 GiB with the defaults on an H100); 0
-      before, and with ``enforce_eager``.
+      (kvplan.engines.vllm_cudagraph: graphs x layers x 4,734 B x the hidden size's root,
+      and a first capture per expert parameter, fitted to public logs; 102 graphs of Llama
+      3.1 8B's 32 layers = 0.92 GiB with the defaults on an H100); 0 before, and with
+      ``enforce_eager``.
     These constants are read off vLLM v0.19 profiles on H100 (shared reference logs).
     """
 
@@ -132,12 +133,16 @@ def estimate_overhead(
         non_torch = 256 * MiB
     cuda_graph = 0
     if cfg.version in CUDA_GRAPH_BUDGET:
+        layers = num_layers or spec.num_hidden_layers
+        experts = int(spec.num_expert_parameters or 0) * layers // spec.num_hidden_layers // tp
         graphs = cuda_graphs(
             cfg.num_seqs,
             cfg.batched_tokens,
             gpu_name=gpu_name,
             enforce_eager=cfg.enforce_eager,
-            num_layers=num_layers or spec.num_hidden_layers,
+            num_layers=layers,
+            hidden_size=spec.hidden_size or 4096,
+            expert_parameters=experts,
             decode_query_len=_decode_query_len(spec, cfg),
             v1_runner=not v2_runner(spec, cfg),
         )
