@@ -102,6 +102,10 @@ _LAZY: dict[str, str] = {
     "Reconciliation": "kvplan.logs.reconcile",
     "read_log": "kvplan.logs.reconcile",
     "reconcile": "kvplan.logs.reconcile",
+    "Calibration": "kvplan.engines.vllm_calibration",
+    "CalibrationFit": "kvplan.logs.calibrate",
+    "calibrate": "kvplan.logs.calibrate",
+    "load_calibration": "kvplan.logs.calibrate",
     "json_schema": "kvplan.gate.schemas",
     "ModelSpec": "kvplan.model.spec",
     "load_spec": "kvplan.model.spec",
@@ -141,6 +145,7 @@ if TYPE_CHECKING:
     from kvplan.engines.vllm import VllmConfig, VllmResult
     from kvplan.engines.vllm import config as vllm_config
     from kvplan.engines.vllm import profile as vllm_profile
+    from kvplan.engines.vllm_calibration import Calibration
     from kvplan.errors import (
         HubUnavailableError,
         KvplanError,
@@ -159,6 +164,7 @@ if TYPE_CHECKING:
     from kvplan.hardware.lookup import find_gpu
     from kvplan.hardware.systems import System, UnknownSystemError, find_system, list_systems
     from kvplan.importers import Architecture, Imported, import_config, list_architectures
+    from kvplan.logs.calibrate import CalibrationFit, calibrate, load_calibration
     from kvplan.logs.reconcile import Reconciliation, read_log, reconcile
     from kvplan.model.dtypes import CacheDTypes, cache_dtypes
     from kvplan.model.estimator import Estimate, LayerBreakdown, bytes_per_token, estimate, explain
@@ -204,6 +210,8 @@ __all__ = [
     "AssertionResult",
     "Budget",
     "CacheDTypes",
+    "Calibration",
+    "CalibrationFit",
     "Candidate",
     "ChunkedLocalAttention",
     "ClusterPlan",
@@ -250,6 +258,7 @@ __all__ = [
     "alternatives",
     "bytes_per_token",
     "cache_dtypes",
+    "calibrate",
     "check_budget",
     "compare",
     "custom_gpu",
@@ -270,6 +279,7 @@ __all__ = [
     "list_systems",
     "llamacpp_kv_cache",
     "load_budget",
+    "load_calibration",
     "load_lengths",
     "load_model",
     "load_spec",

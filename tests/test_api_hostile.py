@@ -119,6 +119,7 @@ def _write_files(folder: Path) -> None:
     (folder / "hf").mkdir()
     shutil.copy(HERE / "fixtures/hf/llama-3.1-8b/config.json", folder / "hf/config.json")
     shutil.copy(HERE / "data/logs/vllm-0.19-llama-3.1-8b-tp1.log", folder / "vllm.log")
+    shutil.copy(HERE / "data/calibration-h100-sxm-0.32.yaml", folder / "calibration.yaml")
 
 
 #: The smallest spec a caller could write by hand.
@@ -139,6 +140,7 @@ def _function_arguments(
         "alternatives": {"spec": spec, "gpu": gpu, "context_tokens": 1024},
         "bytes_per_token": {"spec": spec},
         "cache_dtypes": {"spec": spec},
+        "calibrate": {"logs": [("a", (folder / "vllm.log").read_text())] * 3},
         "check_budget": {"budget": budget, "text": budget_text, "path": "budget.yaml"},
         "compare": {"models": [spec], "context_tokens": 1024, "gpu": gpu},
         "custom_gpu": {"memory_bytes": 16 * 2**30},
@@ -159,6 +161,7 @@ def _function_arguments(
         "list_systems": {},
         "llamacpp_kv_cache": {"spec": spec, "n_ctx": 1024},
         "load_budget": {"path": "budget.yaml"},
+        "load_calibration": {"path": "calibration.yaml"},
         "load_lengths": {"path": "lengths.jsonl"},
         "load_model": {"model": "llama-3.1-8b"},
         "load_spec": {"path": "spec.yaml"},
@@ -198,6 +201,7 @@ def _class_arguments(gpu: kvplan.GPU) -> dict[str, dict[str, Any]]:
     bf16 = kvplan.resolve_dtype("bfloat16")
     return {
         "ChunkedLocalAttention": {**heads, "chunk": 8192},
+        "Calibration": {"gpu": "h100-sxm", "version_line": "0.32"},
         "DType": {"name": "custom", "block_values": 32, "block_bytes": 18},
         "FullAttention": heads,
         "GPU": _fields(gpu),
@@ -224,6 +228,7 @@ RESULTS = {
     "AssertionResult",
     "Budget",
     "CacheDTypes",
+    "CalibrationFit",
     "Candidate",
     "ClusterPlan",
     "Comparison",

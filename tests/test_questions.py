@@ -23,8 +23,10 @@ from kvplan.answers.question import ENGINE_SETTINGS, FLAG_NAMES, Question
 from kvplan.cli import app
 from kvplan.errors import UnitError
 from kvplan.hardware.lookup import find_gpu
+from kvplan.logs.calibrate import load_calibration
 
 runner = CliRunner()
+CALIBRATION = Path(__file__).parent / "data" / "calibration-h100-sxm-0.32.yaml"
 MODEL = "llama-3.1-8b"
 GPU = "h100"
 #: engines the budget file takes (llama.cpp plans one machine from its own options)
@@ -173,6 +175,15 @@ QUESTIONS: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
         },
     ),
 ]
+# a site's calibration (kvplan calibrate): vLLM's budget terms fitted on this GPU, line and
+# TP; refused by the other engines
+QUESTIONS.append(
+    (
+        "vLLM calibrated on its site, 8K",
+        ("-c", "8K", "--calibration", str(CALIBRATION)),
+        {"max_model_len": 8192, "calibration": load_calibration(str(CALIBRATION))},
+    )
+)
 _KEYS = ("kind", "fits", "max_model_len", "max_concurrency", "max_context_tokens", "num_gpus")
 
 

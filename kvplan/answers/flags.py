@@ -40,6 +40,7 @@ from fractions import Fraction
 from kvplan.answers.question import OVERRIDE_FLAGS, engine_refuses_length, parse_hf_overrides
 from kvplan.arguments import (
     as_fraction,
+    as_instance,
     as_int,
     as_parallel,
     as_sequence,
@@ -50,6 +51,7 @@ from kvplan.arguments import (
 from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
+from kvplan.engines.vllm_calibration import Calibration
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -121,6 +123,7 @@ class _Target:
     hf_overrides: str | None = None  # as given; its trained length is ``trained``
     trained: int | None = None
     model_as_typed: str = ""  # the model as the user typed it (a .gguf path, a Hub repo)
+    calibration: Calibration | None = None  # vLLM's budget terms fitted on this site
 
 
 _Answer = Callable[[_Target], "EngineFlags"]
@@ -139,6 +142,7 @@ def recommend(
     engines: Sequence[str] | None = None,
     hf_overrides: str | None = None,
     model_as_typed: str | None = None,
+    calibration: Calibration | None = None,
 ) -> tuple[EngineFlags, ...]:
     """Per engine (all of ``ENGINES`` unless ``engines`` names some), the flags that hold
     ``concurrency`` requests of ``max_model_len`` tokens on ``tensor_parallel_size`` GPUs,
@@ -149,7 +153,9 @@ def recommend(
     verdict needs the weights). A deployment one engine cannot serve is that engine's
     "does not fit", not an error; so is a ``max_model_len`` past the model's trained length
     for vLLM and SGLang, which refuse it unless ``hf_overrides`` (vLLM's ``--hf-overrides``
-    JSON, passed on as SGLang's ``--json-model-override-args``) extends it.
+    JSON, passed on as SGLang's ``--json-model-override-args``) extends it. ``calibration``
+    (kvplan calibrate) sets vLLM's budget terms; it must be of this GPU, TP and vLLM's default
+    line, and asks for vLLM among the engines (UnitError otherwise).
     """
     model = as_spec(spec)
     device = as_gpu(gpu)
@@ -183,7 +189,12 @@ def recommend(
     model_weights(model, quantization=quant)  # a spec without num_parameters fails here, once
     trained = parse_hf_overrides(hf_overrides) if hf_overrides else model.max_position_embeddings
     extended = (hf_overrides, trained, model_as_typed or "")
-    target = _Target(model, device, length, n, tp, kv, quant, util, *extended)
+    if calibration is not None:
+        as_instance(calibration, Calibration, "calibration", "a Calibration (kvplan calibrate)")
+        if "vllm" not in wanted:
+            raise UnitError("--calibration: vLLM's budget terms; it applies with --engine vllm")
+        calibration.check_site(device.name, vllm.DEFAULT_VERSION, tp)
+    target = _Target(model, device, length, n, tp, kv, quant, util, *extended, calibration)
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
 
@@ -360,6 +371,7 @@ def _vllm(t: _Target) -> EngineFlags:
         max_num_seqs=t.n,
         dtype=cache.model.name,
         quantization=t.quantization,
+        calibration=t.calibration,
     )
     probe = vllm.profile(t.spec, t.gpu, cfg)
     block_bytes = probe.page_bytes * probe.group_size

@@ -459,6 +459,7 @@ def _vllm(spec: ModelSpec, gpu: GPU, r: Question, length: int) -> VllmPlan:
         language_model_only=bool(r.language_model_only),
         speculative=_speculative(r.speculative_config),
         lora=vllm_lora(r),
+        calibration=r.calibration,
         kv_cache_dtype=r.kv_cache_dtype,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         tensor_parallel_size=r.tensor_parallel_size or 1,

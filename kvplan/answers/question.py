@@ -29,6 +29,7 @@ from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
     from kvplan.engines.llamacpp_plan import LlamaCppAsk
+    from kvplan.engines.vllm_calibration import Calibration
     from kvplan.model.spec import ModelSpec
 
 Kind = Literal["max_concurrency", "max_context", "fits", "fewest_gpus"]
@@ -61,6 +62,7 @@ FLAG_NAMES: Mapping[str, str] = {
     "limit_mm_per_prompt": "--limit-mm-per-prompt",
     "language_model_only": "--language-model-only",
     "speculative_config": "--speculative-config",
+    "calibration": "--calibration",
     "speculative_algorithm": "--speculative-algorithm",
     "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
     "speculative_draft_model": "--speculative-draft-model-path",
@@ -91,6 +93,7 @@ _VLLM_ONLY = frozenset(
         "limit_mm_per_prompt",
         "language_model_only",
         "speculative_config",
+        "calibration",
         "enable_lora",
         "max_loras",
         "max_lora_rank",
@@ -208,6 +211,8 @@ class Question:
     language_model_only: bool | None = None
     #: vLLM's --speculative-config, JSON as vLLM takes it (kvplan.engines.vllm_speculative)
     speculative_config: str | None = None
+    #: a site's fitted budget terms (kvplan calibrate; vLLM only)
+    calibration: Calibration | None = None
     #: SGLang's speculative decoding: the algorithm, draft tokens, and the drafter's name
     speculative_algorithm: str | None = None
     speculative_num_draft_tokens: int | None = None
@@ -394,5 +399,7 @@ def question_to_dict(q: Question) -> dict[str, Any]:
         elif name == "lengths":
             value = sum(value.values()) if isinstance(value, Mapping) else len(value)
             name = "num_lengths"
+        elif name == "calibration":
+            value = value.site
         doc[name] = value
     return doc

@@ -5,7 +5,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -45,6 +45,45 @@ def _our_junit(path: str | Path) -> bool:
     return head_contains(path, '<testsuites name="kvplan check')
 
 
+CheckCalibrationOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--calibration",
+        help="A site's calibration file (kvplan calibrate), repeatable: each vLLM deployment on"
+        " its GPU, line and TP size takes its fitted budget terms.",
+        show_default=False,
+    ),
+]
+
+
+def _calibrations(paths: list[str]) -> tuple[Any, ...]:
+    """The calibrations of ``--calibration``, one a site."""
+    from kvplan.cli.common import calibration_option, fail
+
+    found = [calibration_option(path) for path in paths]
+    sites = [c.site for c in found if c is not None]
+    for site in sites:
+        if sites.count(site) > 1:
+            fail(f"--calibration: two files calibrate {site}; give one a site")
+    return tuple(found)
+
+
+def _refuse_unused(sites: tuple[Any, ...], loaded: list[tuple[str, Any, str]]) -> None:
+    """Exit 2 when a calibration fits no vLLM deployment of the budget files."""
+    from kvplan.cli.common import fail
+    from kvplan.gate.budget import calibration_for
+
+    used = {
+        c.site
+        for _, budget, _ in loaded
+        for d in budget.deployments
+        if (c := calibration_for(d, sites)) is not None
+    }
+    for c in sites:
+        if c.site not in used:
+            fail(f"--calibration: {c.site} is the site of no vLLM deployment in the budget files")
+
+
 @command("check")
 def check(
     budgets: BudgetsArg,
@@ -52,10 +91,12 @@ def check(
     junit_xml: JunitOpt = None,
     force: ForceOpt = False,
     allow_hub: AllowHubOpt = False,
+    calibration: CheckCalibrationOpt = None,
 ) -> None:
     """Check every deployment of budget files against their assertions; fail CI when one fails.
 
-    Exit 0 when all hold, 1 when any fails, 2 when a file or a model is invalid. With
+    Exit 0 when all hold, 1 when any fails, 2 when a file or a model is invalid, or a
+    --calibration file matches no vLLM deployment's site (its GPU, line and TP size). With
     GITHUB_ACTIONS=true, failures are also annotated on their lines and a summary is appended
     to $GITHUB_STEP_SUMMARY.
     """
@@ -67,8 +108,11 @@ def check(
     from kvplan.views import budget as views
 
     def run() -> None:
+        sites = _calibrations(calibration or [])
         with hub_from_files() if allow_hub else nullcontext():
-            checked = [(path, check_budget(*load_budget(path), path)) for path in budgets]
+            loaded = [(path, *load_budget(path)) for path in budgets]
+            _refuse_unused(sites, loaded)
+            checked = [(path, check_budget(b, text, path, sites)) for path, b, text in loaded]
         if junit_xml is not None:
             write_atomic(junit_xml, views.junit_xml(checked), force=force, ours=_our_junit)
         emit(

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from enum import IntEnum
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperGroup, TyperOption
@@ -30,6 +30,9 @@ from kvplan.cli.options import QuantizationOpt as QuantizationOpt
 from kvplan.cli.options import TpOpt as TpOpt
 from kvplan.cli.options import complete_gpu as complete_gpu
 from kvplan.cli.options import complete_model as complete_model
+
+if TYPE_CHECKING:
+    from kvplan.engines.vllm_calibration import Calibration
 from kvplan.cli.options import gpu_option as gpu_option
 from kvplan.errors import KvplanError
 from kvplan.progress import set_quiet
@@ -66,6 +69,8 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     "reconcile": "0 every checked figure reproduces; 1 one differs; 2 nothing checked, an"
     " unreadable log or bad input"
     "; 3 --gpu local with no GPU found",
+    "calibrate": "0 fitted (and written with --output); 2 fewer than three logs, logs of several"
+    " sites, an unreadable log, or --output exists without --force",
     "flags": "0 at least one engine holds the target (or the one asked for does); 1 none does;"
     " 2 bad input; 3 --gpu local with no GPU found",
     "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU"
@@ -283,6 +288,14 @@ def order_commands() -> None:
 
 
 # -- errors, option values, output ----------------------------------------------------------------
+
+
+def calibration_option(path: str | None) -> "Calibration | None":
+    """``--calibration FILE``: the site's calibration the file holds (kvplan.logs.calibrate);
+    a file that is not one is a SpecError naming it and the field."""
+    from kvplan.logs.calibrate import load_calibration
+
+    return None if path is None else load_calibration(path)
 
 
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:

@@ -1,11 +1,12 @@
-"""``kvplan reconcile`` and ``kvplan flags``: engines' own figures, and the flags that hold a
-target on each engine."""
+"""``kvplan reconcile``, ``kvplan calibrate`` and ``kvplan flags``: engines' own figures, one
+site's corrections fitted from them, and the flags that hold a target on each engine."""
 
 from typing import Annotated
 
 import typer
 
 from kvplan.cli.common import (
+    calibration_option,
     check_failed_unless,
     command,
     dtype_option,
@@ -15,6 +16,7 @@ from kvplan.cli.common import (
     option,
 )
 from kvplan.cli.options import (
+    CalibrationOpt,
     EngineOpt,
     FormatOpt,
     GpuOpt,
@@ -82,6 +84,65 @@ def reconcile(
     guard(run)
 
 
+CalibrateLogsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="vLLM start-up logs of one site: one GPU model, vLLM line and TP size (at least 3).",
+        show_default=False,
+    ),
+]
+CalibrationOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the calibration file here (plan, flags and check take it as --calibration).",
+        show_default=False,
+    ),
+]
+CalibrationForceOpt = Annotated[
+    bool, typer.Option("--force", help="Overwrite --output even if kvplan did not write it.")
+]
+#: the most logs one calibration reads (each up to the log size kvplan reads)
+MAX_CALIBRATION_LOGS = 200
+
+
+@command("calibrate")
+def calibrate(
+    logfiles: CalibrateLogsArg,
+    model: LogModelOpt = None,
+    gpu: LogGpuOpt = None,
+    output_file: CalibrationOutputOpt = None,
+    force: CalibrationForceOpt = False,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
+    """Fit one site's vLLM budget terms (activation, CUDA graphs, non-torch memory, the rest)
+    from its own start-up logs, and show each log's pool residual before, after and held out.
+
+    Each log must print 'Available KV cache memory' and the GPU's memory (vLLM's DEBUG line
+    'Free memory on device', or --gpu). Refuses fewer than three logs and logs of several sites.
+    """
+    from kvplan.cli.common import fail
+    from kvplan.files import write_atomic
+    from kvplan.logs.calibrate import calibrate as fit_logs
+    from kvplan.logs.calibrate import calibration_yaml, is_calibration_file
+    from kvplan.logs.reconcile import read_log
+    from kvplan.views import calibration as views
+
+    def run() -> None:
+        if len(logfiles) > MAX_CALIBRATION_LOGS:
+            fail(f"calibrate: {len(logfiles)} logs; at most {MAX_CALIBRATION_LOGS}")
+        if logfiles.count("-") > 1:
+            fail("calibrate: '-' (standard input) may be given once")
+        fit = fit_logs([(name, read_log(name)) for name in logfiles], model=model, gpu=gpu)
+        if output_file is not None:
+            write_atomic(output_file, calibration_yaml(fit), force=force, ours=is_calibration_file)
+        doc = views.calibration_fit_to_dict(fit)
+        emit(output, lambda: doc, lambda: views.calibration_view(doc))
+
+    guard(run)
+
+
 FlagsConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", "-n", min=1, help="Concurrent requests to hold.")
 ]
@@ -119,6 +180,7 @@ def flags(
     quantization: QuantizationOpt = None,
     engine: EngineOpt = "all",
     hf_overrides: HfOverridesOpt = None,
+    calibration: CalibrationOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.
@@ -154,6 +216,7 @@ def flags(
             engines=engines,
             hf_overrides=hf_overrides,
             model_as_typed=model,
+            calibration=calibration_option(calibration),
         )
         doc = views.flags_to_dict(
             spec.name,

@@ -213,3 +213,12 @@ HfOverridesOpt = Annotated[
         show_default=False,
     ),
 ]
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration",
+        help="vLLM: a site's calibration file (kvplan calibrate): its fitted activation,"
+        " CUDA-graph, non-torch and remaining terms replace kvplan's on that GPU, line and TP.",
+        show_default=False,
+    ),
+]

@@ -21,6 +21,7 @@ from kvplan.cli.common import (
     OutputFormat,
     QuantizationOpt,
     auto_none,
+    calibration_option,
     check_failed_unless,
     command,
     emit,
@@ -58,6 +59,7 @@ from kvplan.cli.lora_options import (
     MaxLorasPerBatchOpt,
 )
 from kvplan.cli.options import (
+    CalibrationOpt,
     DtypeOpt,
     EngineOpt,
     EngineVersionOpt,
@@ -324,6 +326,7 @@ def plan_command(
     max_lora_rank: MaxLoraRankOpt = None,
     lora_target_modules: LoraTargetModulesOpt = None,
     fully_sharded_loras: FullyShardedLorasOpt = None,
+    calibration: CalibrationOpt = None,
     engine: EngineOpt = "ideal",
     mem_fraction_static: MemFractionStaticOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
@@ -497,6 +500,7 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
         speculative_algorithm=a["speculative_algorithm"],
         speculative_num_draft_tokens=a["speculative_num_draft_tokens"],
         speculative_draft_model=a["speculative_draft_model_path"],
+        calibration=calibration_option(a["calibration"]),
         **{name: a[name] for name in (*_VLLM_FLAGS, *LORA_OPTIONS)},
     )
 

@@ -51,6 +51,7 @@ from kvplan.engines.vllm_layout import page_specs as page_specs
 from kvplan.engines.vllm_lora import lora_parts
 from kvplan.engines.vllm_multimodal import EncoderProfile, encoder_profile, text_weights_spec
 from kvplan.engines.vllm_overhead import Overhead as Overhead
+from kvplan.engines.vllm_overhead import calibrated
 from kvplan.engines.vllm_overhead import estimate_overhead as estimate_overhead
 from kvplan.engines.vllm_speculative import (
     check_line,
@@ -193,6 +194,8 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
         )
     cfg = with_batch_defaults(cfg, None if gpu.name == _GIVEN else gpu)
     tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+    if cfg.calibration is not None:
+        cfg.calibration.check_site(gpu.name, cfg.version, tp, pp)
     as_tensor_parallel_size(spec, tp)
     if as_parallel(pp, "pipeline_parallel_size") > spec.num_hidden_layers:
         raise UnitError(
@@ -246,6 +249,8 @@ def _stage_overhead(
         num_layers=stage.num_layers,
         pcie_only=_pcie_only(gpu),
     )
+    if cfg.calibration is not None:
+        overhead = calibrated(overhead, cfg.calibration)
     drafter, held = extra
     return replace(
         overhead,

@@ -23,6 +23,7 @@ from kvplan.arguments import (
     check_ints,
     check_strs,
 )
+from kvplan.engines.vllm_calibration import Calibration
 from kvplan.engines.vllm_lora import VllmLora
 from kvplan.engines.vllm_speculative import Speculative
 from kvplan.engines.vllm_versions import DEFAULT_VERSION
@@ -74,6 +75,8 @@ class VllmConfig:
     speculative: Speculative | None = None
     # --enable-lora with --max-loras, --max-lora-rank, ... (kvplan.engines.vllm_lora)
     lora: VllmLora | None = None
+    # a site's corrections fitted from its logs (kvplan.engines.vllm_calibration)
+    calibration: Calibration | None = None
 
     def __post_init__(self) -> None:
         # Every flag checked once, here, so no profile meets a None length or a str block
@@ -119,6 +122,8 @@ class VllmConfig:
             )
         if self.lora is not None:
             as_instance(self.lora, VllmLora, "lora", "a VllmLora")
+        if self.calibration is not None:
+            as_instance(self.calibration, Calibration, "calibration", "a Calibration")
 
     @property
     def batched_tokens(self) -> int:

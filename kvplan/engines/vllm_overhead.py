@@ -6,8 +6,9 @@ kvplan.engines.vllm subtracts these from ``total x gpu_memory_utilization`` to s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kvplan.engines.vllm_calibration import PPM, Calibration
 from kvplan.engines.vllm_config import VllmConfig
 from kvplan.engines.vllm_cudagraph import cuda_graphs
 from kvplan.engines.vllm_lora import LORA_CUDA_GRAPH_CASES
@@ -22,7 +23,7 @@ from kvplan.model.dtypes import served_dtype
 from kvplan.model.spec import ModelSpec
 from kvplan.units import GiB, MiB, resolve_dtype
 
-__all__ = ["PCIE_TP_NON_TORCH_BYTES", "Overhead", "estimate_overhead", "v2_runner"]
+__all__ = ["PCIE_TP_NON_TORCH_BYTES", "Overhead", "calibrated", "estimate_overhead", "v2_runner"]
 
 
 #: non-torch memory per GPU with tensor parallelism over PCIe: the mean of the two public
@@ -75,6 +76,19 @@ class Overhead:
             + self.non_torch_bytes
             + self.cuda_graph_bytes
         )
+
+
+def calibrated(overhead: Overhead, c: Calibration) -> Overhead:
+    """``overhead`` with a site's fitted terms (kvplan.engines.vllm_calibration): activation
+    and CUDA graphs scaled, non-torch memory replaced by the logged figure (when the logs print
+    one) and the remainder added to it."""
+    non_torch = overhead.non_torch_bytes if c.non_torch_bytes is None else c.non_torch_bytes
+    return replace(
+        overhead,
+        activation_bytes=overhead.activation_bytes * c.activation_ppm // PPM,
+        cuda_graph_bytes=overhead.cuda_graph_bytes * c.cuda_graph_ppm // PPM,
+        non_torch_bytes=non_torch + c.other_bytes,
+    )
 
 
 def v2_runner(spec: ModelSpec, cfg: VllmConfig) -> bool:

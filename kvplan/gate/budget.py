@@ -10,10 +10,11 @@ line in the file (for CI annotations).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,7 +29,14 @@ from pydantic import (
 
 from kvplan.answers.plans import answer
 from kvplan.answers.question import Question
-from kvplan.arguments import MAX_PARALLEL, as_path, as_str, wrong_type
+from kvplan.arguments import (
+    MAX_PARALLEL,
+    as_instance,
+    as_path,
+    as_sequence,
+    as_str,
+    wrong_type,
+)
 from kvplan.errors import KvplanError, SpecError, UnitError
 from kvplan.files import path_exists
 from kvplan.model.estimator import bytes_per_token
@@ -41,6 +49,10 @@ from kvplan.units import (
     parse_tokens,
 )
 from kvplan.validation import field_names, line_locator, read_yaml, validate
+
+if TYPE_CHECKING:
+    from kvplan.engines.vllm_calibration import Calibration
+    from kvplan.hardware.gpus import GPU
 
 #: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
 MAX_COUNT = 2**24
@@ -311,13 +323,17 @@ class DeploymentFacts:
     kv_bytes_per_token: int
 
 
-def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
+def deployment_facts(
+    d: Deployment, base: Path, calibrations: Sequence[Calibration] = ()
+) -> DeploymentFacts:
     """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
-    plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length."""
+    plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length. A vLLM
+    deployment on the site of one of ``calibrations`` takes its fitted budget terms."""
     spec, device = _model(d, base), _device(d)
     length = d.max_model_len or spec.max_position_embeddings or 0
     per_token = bytes_per_token(spec, d.kv_cache_dtype)
-    found = answer(spec, device, _question(d, length, None))
+    calibration = calibration_for(d, calibrations, device)
+    found = answer(spec, device, _question(d, length, None, calibration))
     result, verdict = found.result, found.verdict
     if d.engine == "vllm":
         r = result.result
@@ -347,16 +363,40 @@ def deployment_facts(d: Deployment, base: Path) -> DeploymentFacts:
     )
 
 
-def context_at_concurrency(d: Deployment, base: Path, concurrency: int) -> int:
+def context_at_concurrency(
+    d: Deployment, base: Path, concurrency: int, calibrations: Sequence[Calibration] = ()
+) -> int:
     """The longest context ``concurrency`` requests can each reach on deployment ``d``, at
     most its ``max_model_len`` (default: the model's trained length)."""
     spec, device = _model(d, base), _device(d)
-    found = answer(spec, device, _question(d, None, concurrency))
+    calibration = calibration_for(d, calibrations, device)
+    found = answer(spec, device, _question(d, None, concurrency, calibration))
     longest = found.verdict.max_context_tokens or 0
     return min(longest, d.max_model_len) if d.max_model_len else longest
 
 
-def _question(d: Deployment, length: int | None, concurrency: int | None) -> Question:
+def calibration_for(
+    d: Deployment, calibrations: Sequence[Calibration], device: GPU | None = None
+) -> Calibration | None:
+    """The calibration of ``calibrations`` fitted on deployment ``d``'s site (a vLLM
+    deployment's GPU, release line and TP size), or None; ``device``: ``d``'s GPU, when
+    already found."""
+    if d.engine != "vllm" or d.kv_cache_memory is not None or not calibrations:
+        return None
+    device = device or _device(d)
+    from kvplan.engines.vllm_versions import resolve_version
+
+    line = resolve_version(d.engine_version).line
+    site = f"{device.name}, vLLM {line}, TP {d.tensor_parallel_size or 1}"
+    return next((c for c in calibrations if c.site == site), None)
+
+
+def _question(
+    d: Deployment,
+    length: int | None,
+    concurrency: int | None,
+    calibration: Calibration | None = None,
+) -> Question:
     """Deployment ``d``'s question: what its keys give (those left out are the engine's
     defaults), so an engine that does not read a key refuses it as ``kvplan plan`` does."""
     given = d.model_fields_set
@@ -386,6 +426,7 @@ def _question(d: Deployment, length: int | None, concurrency: int | None) -> Que
         limit_mm_per_prompt=None if limits is None else json.dumps(limits),
         language_model_only=d.language_model_only,
         speculative_config=_speculative(d),
+        calibration=calibration,
         device_fixed=True,
     )
 
@@ -415,8 +456,11 @@ def _device(d: Deployment) -> Any:
     return custom_gpu(d.gpu_memory, device) if d.gpu_memory is not None else device
 
 
-def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionResult]:
-    """Every assertion of every deployment, in file order, with its line in ``text``.
+def check_budget(
+    budget: Budget, text: str, path: str | Path, calibrations: Sequence[Calibration] = ()
+) -> list[AssertionResult]:
+    """Every assertion of every deployment, in file order, with its line in ``text``; a vLLM
+    deployment on the site of one of ``calibrations`` (kvplan calibrate) takes its terms.
 
     ``budget`` and ``text`` are what ``load_budget(path)`` returns; model paths in it are
     relative to ``path``'s folder. Raises ArgumentTypeError (a TypeError) for arguments of the
@@ -427,6 +471,13 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
         raise wrong_type("budget", "a Budget (load_budget)", budget)
     text = as_str(text, "text", "the budget file's text (a str)")
     path = as_path(path, "path")
+    from kvplan.engines.vllm_calibration import Calibration
+
+    what = "a list of Calibration (kvplan calibrate)"
+    calibrations = [
+        as_instance(c, Calibration, "calibrations", what)
+        for c in as_sequence(calibrations, "calibrations", what)
+    ]
     base = Path(path).resolve().parent
     line_of = line_locator(text)  # the file composed once, whatever the number of assertions
     results: list[AssertionResult] = []
@@ -441,7 +492,7 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
                 line_of(("deployments", index, "expect", key)),
                 unit,
             )
-            for key, required, actual, ok, unit in _checks(d, base)
+            for key, required, actual, ok, unit in _checks(d, base, calibrations)
         ]
         results.extend(sorted(found, key=lambda r: r.line or 0))  # in the file's order
     return results
@@ -451,11 +502,11 @@ def check_budget(budget: Budget, text: str, path: str | Path) -> list[AssertionR
 _Check = tuple[str, int | bool, int | bool, bool, str]
 
 
-def _checks(d: Deployment, base: Path) -> list[_Check]:
+def _checks(d: Deployment, base: Path, calibrations: Sequence[Calibration]) -> list[_Check]:
     """The assertions deployment ``d`` states, in the order of ``Expect``'s fields, each with
     the value its plan gives: ``fits`` must match, ``max_*`` bounds from above, the rest
     from below."""
-    facts = deployment_facts(d, base)
+    facts = deployment_facts(d, base, calibrations)
     expect = d.expect
     if expect.min_free_memory is not None and facts.free_memory_bytes is None:
         raise SpecError(
@@ -466,7 +517,7 @@ def _checks(d: Deployment, base: Path) -> list[_Check]:
             ],
         )
     want = expect.min_context_at_concurrency
-    reached = 0 if want is None else context_at_concurrency(d, base, want.concurrency)
+    reached = 0 if want is None else context_at_concurrency(d, base, want.concurrency, calibrations)
     stated: list[tuple[str, int | bool | None, int | bool, str]] = [
         ("fits", expect.fits, facts.fits, "bool"),
         ("min_concurrency", expect.min_concurrency, facts.max_concurrency, "requests"),

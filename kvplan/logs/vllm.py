@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,26 @@ from kvplan.logs.rows import (
 )
 
 
-def _vllm(
+@dataclass(frozen=True, slots=True)
+class VllmStart:
+    """What a vLLM start-up log says of its run: the version it prints (or None), the line
+    read with, the model, the settings, the GPU (None when the log prints no GPU memory) and
+    the config kvplan profiles, with the note on the line when it is not the printed one."""
+
+    printed_version: str | None
+    line: str
+    note: str
+    spec: ModelSpec
+    settings: dict[str, Any]
+    device: GPU | None
+    config: VllmConfig
+
+
+def read_start(
     text: str, given_model: ModelSpec | str | None, given_gpu: GPU | str | None, path: str
-) -> Reconciliation:
+) -> VllmStart:
+    """The run a vLLM log describes (``VllmStart``); ``given_model`` and ``given_gpu`` replace
+    what it names. Raises SpecError naming ``path`` for a figure that cannot be read."""
     from kvplan.engines import vllm
 
     printed = _find(r"LLM engine \(v([\d.]+)", text) or _find(
@@ -82,7 +99,18 @@ def _vllm(
         **flags,
     )
     settings.update(flags)
-    notes: list[str] = [choice.note] if choice.note else []
+    return VllmStart(printed, choice.line, choice.note, spec, settings, device, cfg)
+
+
+def _vllm(
+    text: str, given_model: ModelSpec | str | None, given_gpu: GPU | str | None, path: str
+) -> Reconciliation:
+    from kvplan.engines import vllm
+
+    start = read_start(text, given_model, given_gpu, path)
+    spec, settings, device, cfg = start.spec, start.settings, start.device, start.config
+    version = (start.printed_version or vllm.DEFAULT_VERSION).strip(".")
+    notes: list[str] = [start.note] if start.note else []
     available_text = _find(r"Available KV cache memory: ([\d.]+) GiB", text)
     available = _gib_figure(available_text, "available KV cache memory", path)
     rows: list[Row] = []

@@ -34,6 +34,7 @@ def _vllm_settings(r: VllmResult) -> dict[str, Any]:
         "in_flight_tokens": resolved.in_flight_tokens if resolved else None,
         "num_gpu_blocks_override": cfg.num_gpu_blocks_override,
         "enforce_eager": cfg.enforce_eager,
+        "calibration": None if cfg.calibration is None else cfg.calibration.site,
     }
 
 
@@ -116,6 +117,7 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         f" utilization {doc['gpu_memory_utilization']}",
         *([doc["engine_version_note"]] if doc["engine_version_note"] else []),
         table([("", "left"), ("", "right")], rows, show_header=False, key_style="bold"),
+        *_calibrated(doc),
         "what vLLM prints:",
         *(f"  {line}" for line in doc["log_lines"]),
         f"one request of {format_tokens(doc['max_model_len'])} tokens needs"
@@ -124,6 +126,14 @@ def vllm_view(doc: dict[str, Any]) -> list[RenderableType]:
         f" {format_tokens(doc['max_context_tokens'])} tokens",
         *_vllm_advice(doc),
     ]
+
+
+def _calibrated(doc: dict[str, Any]) -> list[str]:
+    """Where the activation, CUDA-graph and non-torch terms come from, when calibrated."""
+    site = doc["vllm_settings"].get("calibration")
+    if not site:
+        return []
+    return [f"activation, CUDA graphs and non-torch memory as calibrated on {site}"]
 
 
 def _vllm_advice(doc: dict[str, Any]) -> list[str]:
