@@ -422,7 +422,9 @@ def test_unknown_version() -> None:
         ("0.8.5", "0.8", False),
         ("0.32.0", "0.32", False),
         ("v0.32.1", "0.32", False),
-        ("0.40.0", "0.32", True),  # newer than all the lines: the newest, said so
+        ("0.33.0", "0.33", False),  # read from its source only (no CPU build to run)
+        ("0.33.1rc1", "0.33", True),
+        ("0.40.0", "0.33", True),  # newer than all the lines: the newest, said so
         ("0.25.0", "0.25", False),  # its own line since the 0.25 rules were read
         ("0.27.0", "0.27", False),
         ("0.7.3", "0.8", True),
@@ -457,9 +459,9 @@ def test_cli_says_which_line_stands_in() -> None:
     args = ["plan", "llama-3.1-8b", "-g", "h100", "-c", "8K", "-e", "vllm", "-f", "json"]
     newer = CliRunner().invoke(app, [*args, "--engine-version", "0.40.0"])
     doc = json.loads(newer.stdout)
-    assert (doc["engine_version"], doc["engine_version_requested"]) == ("0.32", "0.40.0")
+    assert (doc["engine_version"], doc["engine_version_requested"]) == ("0.33", "0.40.0")
     assert "newer than all the modelled release lines" in doc["engine_version_note"]
-    same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.32.0"]).stdout)
+    same = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.33.0"]).stdout)
     assert same["engine_version_note"] == ""
     assert same["num_blocks"] == doc["num_blocks"]
 

@@ -224,8 +224,11 @@ def test_budget_subtracts_it_from_v0_21() -> None:
     assert new.available_bytes == eager.available_bytes - graphs
 
 
-def test_the_default_is_the_newest_line() -> None:
-    assert vllm.DEFAULT_VERSION == vllm.VERSIONS[-1] == "0.32"
+def test_the_default_is_the_newest_line_run_against_the_engine() -> None:
+    # 0.33 is read from its source only (no CPU build exists to run it), so the default stays
+    # on 0.32, the newest line the recorded engine runs check
+    assert vllm.VERSIONS[-2:] == ("0.32", "0.33")
+    assert vllm.DEFAULT_VERSION == "0.32"
     assert vllm.resolve_version(None).line == "0.32"
 
 

@@ -202,7 +202,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
             f"pipeline_parallel_size {pp}: more stages than {spec.num_hidden_layers} layers"
         )
     served = _served_dtype(spec, cfg)
-    layer_specs, groups, group_size, padding = layout(spec, cfg)
+    layer_specs, groups, group_size, padding = layout(spec, cfg, gpu)
     page = groups[0][0].page_bytes
     pool_given = cfg.kv_cache_memory_bytes is not None
     encoder = encoder_profile(spec, cfg, served)
@@ -232,7 +232,7 @@ def profile(spec: ModelSpec | str, gpu: GPU | str, cfg: VllmConfig) -> VllmResul
     if cfg.num_gpu_blocks_override is not None:
         num_blocks = cfg.num_gpu_blocks_override  # every worker's pool, whatever was profiled
     result = _result(cfg, tuple(stages), groups, group_size, padding, num_blocks)
-    return replace(result, settings=settings(spec, cfg), encoder=encoder)
+    return replace(result, settings=settings(spec, cfg, gpu), encoder=encoder)
 
 
 def _stage_overhead(
@@ -290,19 +290,20 @@ def _ssm_cache_dtype(spec: ModelSpec, cfg: VllmConfig) -> str | None:
 
 
 def layout(
-    spec: ModelSpec, cfg: VllmConfig
+    spec: ModelSpec, cfg: VllmConfig, gpu: GPU | None = None
 ) -> tuple[list[PageSpec | None], list[tuple[PageSpec, int]], int, int]:
     """vLLM's cache layout of ``spec``: each cache layer's page spec (None: no cache; a layer
     with attention and state gives two, ``part_owners``), the groups, the layers per group,
     and the padding layers. Needs no budget (nor a GPU: unset batch defaults are a large
-    GPU's, ``with_batch_defaults``)."""
+    GPU's, ``with_batch_defaults``); ``gpu`` picks the kernels that size blocks (v0.33's
+    gated-delta-net checkpoints, ``vllm_flags.gdn_checkpoints``)."""
     cfg = with_batch_defaults(cfg, None)
     served = _served_dtype(spec, cfg)
     model_dtype = resolve_dtype(served)
     cache_format = cfg.kv_cache_dtype or model_dtype.name
     state_dtype = resolve_dtype(_ssm_cache_dtype(spec, cfg) or model_dtype.name)
     tp = cfg.tensor_parallel_size
-    flags = settings(spec, cfg)
+    flags = settings(spec, cfg, gpu)
     layer_specs = align_to_state_pages(
         [
             part
@@ -311,7 +312,7 @@ def layout(
                 layer, tp, cache_format, cfg.block_size, state_dtype, model_dtype
             )
         ],
-        flags.chunk_tokens,
+        flags.chunk_tokens or flags.checkpoint_tokens,
     )
     if cfg.version == "0.8":
         # no hybrid manager yet: every attention layer keeps every token (one group)
@@ -396,11 +397,12 @@ def _speculative_blocks(spec: ModelSpec, cfg: VllmConfig) -> tuple[int, int]:
     return speculative.num_speculative_tokens, retained_tokens(speculative, spec, cfg.version)
 
 
-def settings(spec: ModelSpec, cfg: VllmConfig) -> Settings:
-    """What vLLM's own flags resolve to for ``spec`` (kvplan.engines.vllm_flags)."""
+def settings(spec: ModelSpec, cfg: VllmConfig, gpu: GPU | None = None) -> Settings:
+    """What vLLM's own flags resolve to for ``spec`` on ``gpu`` (kvplan.engines.vllm_flags)."""
     # Falcon-H1 and Zamba2 layers run a Mamba2 mixer beside attention: vLLM's is_hybrid
     recurrent = any(isinstance(layer, RecurrentState | AttentionAndState) for layer in spec.layers)
-    return resolve(spec, with_batch_defaults(cfg, None), recurrent=recurrent)
+    name = None if gpu is None else gpu.name
+    return resolve(spec, with_batch_defaults(cfg, None), recurrent=recurrent, gpu_name=name)
 
 
 def _stage_group_size(

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvplan.engines.vllm_versions import VERSIONS
+from kvplan.engines.vllm_versions import GDN_CHECKPOINT_LINES, VERSIONS
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 #: the lines that model each flag
 FLAG_LINES = {
     "--enable-prefix-caching": VERSIONS,
-    "--async-scheduling": ("0.27", "0.28", "0.29", "0.32"),
+    "--async-scheduling": ("0.27", "0.28", "0.29", "0.32", "0.33"),
     "--mamba-cache-mode": ("0.28", "0.29", "0.32"),
     "--num-gpu-blocks-override": VERSIONS,
 }
@@ -65,9 +65,9 @@ MAMBA_CACHE_MODES = ("none", "align")
 #: lines whose prefix caching puts recurrent state in the align mode (read in v0.24.0, v0.25.0
 #: and v0.27.1 on; before v0.28 only for models outside ALL_MODE_MODELS). The 0.20 and older
 #: lines are not read
-ALIGN_MODE_LINES = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+ALIGN_MODE_LINES = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines where prefix caching is on by default for hybrids too (v0.26.0)
-HYBRID_PREFIX_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32")
+HYBRID_PREFIX_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines whose prefix caching puts the models that implement Mamba prefix caching in the all
 #: mode (vllm/model_executor/models/config.py, MambaModelConfig, the same in v0.24.0, v0.25.0
 #: and v0.27.1), and those models' types (the SupportsMambaPrefixCaching classes of
@@ -95,11 +95,33 @@ MAMBA_CHUNK_TOKENS = {
 }
 DEFAULT_MAMBA_CHUNK = 2048
 #: lines whose Mamba2 layers hold a prefill checkpoint block in the align mode (v0.29.0)
-CHECKPOINT_BLOCK_LINES = ("0.29", "0.32")
+CHECKPOINT_BLOCK_LINES = ("0.29", "0.32", "0.33")
 #: lines where async scheduling is on unless turned off (vLLM on a GPU), and where it matters
-ASYNC_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32")
+ASYNC_BY_DEFAULT = ("0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines whose sliding and chunked layers reserve for the batches in flight (v0.26.0)
-IN_FLIGHT_LINES = ("0.27", "0.28", "0.29", "0.32")
+IN_FLIGHT_LINES = ("0.27", "0.28", "0.29", "0.32", "0.33")
+
+
+#: model types whose linear attention is vLLM's QwenGatedDeltaNetAttention (v0.33:
+#: vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py)
+QWEN_GDN_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+#: GPUs on which vLLM 0.33 runs gated-delta-net prefill with FlashInfer's kernel
+#: (``_resolve_gdn_prefill_backend``): every Hopper; Blackwell (SM 10.x and 12.x) when the
+#: keys are 128 wide and CUDA is 13 or later, as in the default wheel
+HOPPER_GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "h20", "h800", "gh200")
+BLACKWELL_GPUS = ("b200", "b300", "gb200", "gb300", "rtx-5080", "rtx-5090", "rtx-pro-6000")
+#: the prefill checkpoint grid of FlashInfer's GDN kernel, in tokens
+GDN_CHECKPOINT_TOKENS = 64
+
+
+def gdn_checkpoints(spec: ModelSpec, cfg: VllmConfig, gpu_name: str | None) -> bool:
+    """Whether ``spec``'s gated delta net takes FlashInfer's prefill checkpoints on
+    ``gpu_name`` (None: no GPU known, so not) on ``cfg``'s line."""
+    if cfg.version not in GDN_CHECKPOINT_LINES or spec.model_type not in QWEN_GDN_MODEL_TYPES:
+        return False
+    if gpu_name in HOPPER_GPUS:
+        return True
+    return gpu_name in BLACKWELL_GPUS and spec.linear_key_head_dim == 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +132,9 @@ class Settings:
     or ``all``. ``state_blocks``: blocks a request holds per recurrent-state group (the all
     mode's depend on the request's length: ``PageSpec.per_block``). ``in_flight_tokens``: the
     tokens sliding and chunked layers reserve beyond their window. ``checkpoint_block``: Mamba2
-    layers in the align mode hold a prefill checkpoint block too.
+    layers in the align mode hold a prefill checkpoint block too; so do Qwen's gated delta nets
+    on FlashInfer from v0.33 (``checkpoint_tokens``: their attention blocks grow in steps of
+    that many tokens, 0 otherwise).
     """
 
     enable_prefix_caching: bool
@@ -119,11 +143,13 @@ class Settings:
     in_flight_tokens: int
     checkpoint_block: bool = True
     chunk_tokens: int = 0
+    checkpoint_tokens: int = 0
 
     def state_blocks(self, mamba2: bool) -> int:
         if self.mamba_cache_mode != "align":
             return 1  # none; all: one per block, counted by PageSpec.per_block
-        return 3 if mamba2 and self.checkpoint_block else 2
+        checkpoint = mamba2 or self.checkpoint_tokens > 0
+        return 3 if checkpoint and self.checkpoint_block else 2
 
 
 def check_flags(cfg: VllmConfig) -> None:
@@ -152,8 +178,11 @@ def check_flags(cfg: VllmConfig) -> None:
         )
 
 
-def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
-    """The settings ``cfg`` resolves to for ``spec`` (``recurrent``: it keeps a state)."""
+def resolve(
+    spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool, gpu_name: str | None = None
+) -> Settings:
+    """The settings ``cfg`` resolves to for ``spec`` (``recurrent``: it keeps a state) on
+    ``gpu_name`` (the catalog GPU; None when no GPU is known)."""
     check_flags(cfg)
     prefix = cfg.enable_prefix_caching
     if prefix is None:
@@ -181,4 +210,5 @@ def resolve(spec: ModelSpec, cfg: VllmConfig, *, recurrent: bool) -> Settings:
         batches = (2 if pp == 1 else pp + 1) if async_on else pp
     checkpoint = cfg.version in CHECKPOINT_BLOCK_LINES
     in_flight = cfg.batched_tokens * batches
-    return Settings(prefix, async_on, mode, in_flight, checkpoint, chunk)
+    grid = GDN_CHECKPOINT_TOKENS if mode == "align" and gdn_checkpoints(spec, cfg, gpu_name) else 0
+    return Settings(prefix, async_on, mode, in_flight, checkpoint, chunk, grid)

@@ -209,8 +209,11 @@ def align_to_state_pages(specs: list[PageSpec | None], chunk: int = 0) -> list[P
     2 x 2 x 256 x 2 = 2,048 B on one rank and a gated-delta-net state 1,097,728 B, so blocks
     grow from 16 to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens (page 1,114,112 B).
 
-    ``chunk``: the all mode's Mamba chunk (0: other modes); the block then grows in steps of
-    ``lcm(chunk, block_size)`` tokens, from one step up."""
+    ``chunk``: the all mode's Mamba chunk, or from v0.33 the 64-token grid of FlashInfer's
+    gated-delta-net prefill checkpoints (0: neither); the block then grows in steps of
+    ``lcm(chunk, block_size)`` tokens, from one step up (``kernel_block_alignment_size`` in
+    vllm/platforms/interface.py). Qwen3-Next on an H100 under v0.33: 64 x cdiv(1,097,728,
+    64 x 2,048) = 576 tokens, not 544."""
     states = [s for s in specs if s is not None and s.kind == "mamba"]
     attention = [s for s in specs if s is not None and s.kind != "mamba"]
     if not states or not attention:

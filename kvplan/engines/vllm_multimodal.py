@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 #: vLLM's limit for a modality ``--limit-mm-per-prompt`` does not name
 DEFAULT_LIMIT = 999
 #: the release lines whose encoder budget and tower skipping are modelled
-MULTIMODAL_LINES = ("0.32",)
+MULTIMODAL_LINES = ("0.32", "0.33")
 #: the largest count taken for one modality (far above any prompt)
 MAX_LIMIT = 1 << 20
 

@@ -15,6 +15,7 @@ from kvplan.engines.vllm_lora import LORA_CUDA_GRAPH_CASES
 from kvplan.engines.vllm_speculative import with_default_tokens
 from kvplan.engines.vllm_versions import (
     CUDA_GRAPH_BUDGET,
+    SAMPLER_WARMUP_LINES,
     V1_ONLY_SPECULATIVE,
     V2_RUNNER,
     V2_RUNNER_HYBRIDS,
@@ -46,7 +47,11 @@ class Overhead:
       3 x hidden) x dtype bytes``, and the dummy sampler's logits in the model dtype,
       ``min(T, max_num_seqs) x vocab x dtype bytes`` (its dummy requests skip top-k, top-p
       and the fp32 copy). Qwen2.5-1.5B, T 8192: 0.48 GiB (logged 0.5, where V1's rule
-      gives 2.01).
+      gives 2.01). From v0.33 the dummy sampler runs twice, the second time with every
+      sampling parameter on: the logits in the model dtype beside three float32 copies,
+      ``min(T, max_num_seqs) x vocab x (dtype bytes + 12)`` (read in
+      vllm/v1/worker/gpu/sample/sampler.py; not measured on a GPU): Llama 3.1 8B at the H100
+      defaults 1,024 x 128,256 x 14 = 1.71 GiB, above its forward's 0.84.
     - ``non_torch``: CUDA context and library workspaces: 256 MiB; with tensor parallelism the
       NCCL and custom all-reduce buffers make it 2.07 GiB at TP 2, plus 32 MiB per further rank
       pair (logged 2.07 at TP 2 and 2.13 at TP 4); 72 MiB on pipeline stages without TP (0.07
@@ -130,7 +135,13 @@ def estimate_overhead(
         hidden = spec.hidden_size or 4096
         activation = tokens * (3 * intermediate + 3 * hidden) * dtype.block_bytes
         if samples:
-            logits = min(tokens, cfg.num_seqs) * vocab * dtype.block_bytes
+            requests = min(tokens, cfg.num_seqs)
+            logits = requests * vocab * dtype.block_bytes
+            if cfg.version in SAMPLER_WARMUP_LINES:
+                # v0.33: a second pass with every sampling parameter: the logits stay, and
+                # three float32 copies (the processed logits, the sampling probabilities,
+                # the log-probabilities) live beside them
+                logits += requests * vocab * 3 * 4
             activation = max(activation, logits)
     else:
         activation = tokens * 2 * intermediate * dtype.block_bytes

@@ -63,9 +63,9 @@ DRAFT_MODEL_METHODS = ("eagle", "eagle3", "draft_model")
 #: vLLM's methods not modelled here
 UNMODELLED = ("medusa", "mlp_speculator", "dflash", "dspark", "extract_hidden_states")
 #: the lines whose speculative decoding was read (v0.21.0 on)
-SPECULATIVE_LINES = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+SPECULATIVE_LINES = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines whose sliding layers keep k - 1 more tokens with several MTP modules (v0.29.0)
-RETAINED_LINES = ("0.29", "0.32")
+RETAINED_LINES = ("0.29", "0.32", "0.33")
 #: the most speculative tokens taken (vLLM bounds none; released configs use 1 to 8)
 MAX_SPECULATIVE_TOKENS = 64
 #: keys vLLM takes that size nothing kvplan models

@@ -17,10 +17,12 @@ __all__ = [
     "CUDA_GRAPH_BUDGET",
     "DEFAULT_VERSION",
     "FLOAT32_SSM_STATE",
+    "GDN_CHECKPOINT_LINES",
     "HOLDS_NULL_BLOCK",
     "KERNEL_BLOCK_TOKENS",
     "ONE_LOG_LINE",
     "RULES",
+    "SAMPLER_WARMUP_LINES",
     "SLIDING_KERNEL_BLOCK",
     "TOKENS_FROM_CONCURRENCY",
     "V1_ONLY_SPECULATIVE",
@@ -39,8 +41,10 @@ __all__ = [
 #: release that has it; 0.27.1 and 0.32.0 are also measured against the
 #: real engine (its CPU build; tests/data/vllm_oracle_<version>.json). Their memory budget
 #: also subtracts the CUDA-graph estimate (kvplan.engines.vllm_cudagraph), a fit to public
-#: logs: give ``--kv-cache-memory`` for exact figures. The default is the newest line.
-VERSIONS = ("0.8", "0.19", "0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+#: logs: give ``--kv-cache-memory`` for exact figures. ``0.33`` (v0.33.x) is read from its
+#: source only: no CPU build of it exists to run. The default is the newest line run against
+#: the real engine, 0.32.
+VERSIONS = ("0.8", "0.19", "0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32", "0.33")
 DEFAULT_VERSION = "0.32"
 
 #: Each rule change after v0.19: the first release that has it, the file of vLLM's source it
@@ -109,29 +113,48 @@ RULES = (
         "vllm/model_executor/layers/attention/attention.py",
         "sliding-window layers take --block-size again when the backend runs it",
     ),
+    (
+        "0.33.0",
+        "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py, vllm/platforms/interface.py",
+        "Qwen's gated-delta-net hybrids in the align mode, on FlashInfer's GDN prefill (Hopper;"
+        " Blackwell with 128-wide keys), raise attention blocks in steps of 64 tokens and hold"
+        " a prefill checkpoint block a request",
+    ),
+    (
+        "0.33.0",
+        "vllm/v1/worker/gpu/model_runner.py",
+        "the V2 model runner's profile runs the sampler a second time with every sampling"
+        " parameter on, its logits in float32",
+    ),
 )
 
 #: lines whose budget subtracts the CUDA-graph estimate (from v0.21.0; v0.20.x, its own line,
 #: only printed it)
-CUDA_GRAPH_BUDGET = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+CUDA_GRAPH_BUDGET = ("0.24", "0.25", "0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines that run attention-only models on the V2 model runner by default (from v0.26.0:
 #: "Using V2 Model Runner" in its logs; ``VllmConfig.use_v2_model_runner``), and the lines
 #: that run every model on it unless a feature it lacks is asked for (v0.32 source)
-V2_RUNNER = ("0.27", "0.28", "0.29", "0.32")
-V2_RUNNER_HYBRIDS = ("0.32",)
+V2_RUNNER = ("0.27", "0.28", "0.29", "0.32", "0.33")
+V2_RUNNER_HYBRIDS = ("0.32", "0.33")
 #: speculative methods the V2 runner does not take (``_get_v2_model_runner_unsupported_features``)
 V1_ONLY_SPECULATIVE = ("suffix", "medusa", "mlp_speculator")
 #: lines whose printed KV cache size is int(concurrency x max_model_len) (from v0.20.0)
-TOKENS_FROM_CONCURRENCY = ("0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32")
+TOKENS_FROM_CONCURRENCY = ("0.20", "0.24", "0.25", "0.27", "0.28", "0.29", "0.32", "0.33")
 #: lines that print the size and the concurrency on one line (from v0.28.0)
-ONE_LOG_LINE = ("0.28", "0.29", "0.32")
+ONE_LOG_LINE = ("0.28", "0.29", "0.32", "0.33")
 #: lines whose fit check holds the null block back (from v0.29.0)
-HOLDS_NULL_BLOCK = ("0.29", "0.32")
+HOLDS_NULL_BLOCK = ("0.29", "0.32", "0.33")
 #: lines whose sliding-window layers take the backend's smallest kernel block, 16 tokens,
 #: whatever --block-size says, when no other layer's page scales them up (v0.25.0-v0.29.x)
 SLIDING_KERNEL_BLOCK = ("0.25", "0.27", "0.28", "0.29")
 #: the attention backend's smallest kernel block, in tokens, that those lines keep
 KERNEL_BLOCK_TOKENS = 16
+
+#: lines whose Qwen gated-delta-net layers take FlashInfer's 64-token prefill checkpoints in
+#: the align mode (v0.33.0): attention blocks in steps of 64 tokens, a checkpoint block more
+GDN_CHECKPOINT_LINES = ("0.33",)
+#: lines whose V2 model runner profiles a second sampler pass in float32 (v0.33.0)
+SAMPLER_WARMUP_LINES = ("0.33",)
 
 #: vLLM's four-part hotfix releases, each in the line of its first three parts
 _HOTFIXES = ("0.9.0.1", "0.10.1.1")
@@ -148,6 +171,7 @@ _LINES = (
     ("0.28", (0, 28, 0), (0, 28, 1 << 30)),
     ("0.29", (0, 29, 0), (0, 29, 1 << 30)),
     ("0.32", (0, 30, 0), (0, 32, 1 << 30)),
+    ("0.33", (0, 33, 0), (0, 33, 1 << 30)),
 )
 
 

@@ -217,7 +217,7 @@ def _vllm_flags(text: str, line: str) -> dict[str, Any]:
     """vLLM's cache flags as the log prints them (from 0.32: prefix caching in the engine
     config line; async scheduling among the non-default arguments, else off on the CPU
     build); absent ones keep the line's defaults."""
-    if line not in ("0.27", "0.28", "0.29", "0.32"):
+    if line not in ("0.27", "0.28", "0.29", "0.32", "0.33"):
         return {}
     flags: dict[str, Any] = {}
     prefix = _find(r"enable_prefix_caching=(True|False)", text) or _find(
