@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from kvplan.cli import app
 from kvplan.errors import KvplanError, SpecError
 from kvplan.files import TEXT_LIMIT_BYTES
 from kvplan.logs.reconcile import detect_engine, read_log, reconcile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -280,6 +283,7 @@ WITHOUT_MODEL = [
     ("vllm-0.19-llama-3.1-8b-pp2.log", "llama-3.1-8b"),
     ("vllm-0.19-llama-3.1-8b-tp1.log", "llama-3.1-8b"),
     ("vllm-0.32-qwen3-next-80b-a3b.log", "qwen3-next-80b-a3b"),
+    ("vllm-0.32-qwen3-next-80b-a3b-mtp.log", "qwen3-next-80b-a3b"),
 ]
 
 
@@ -289,9 +293,13 @@ def test_reconcile_without_model(log: str, model: str) -> None:
     assert result.model == model
 
 
+#: logs of a model no bundled spec holds, read with --model (and why)
+NEEDS_MODEL = {"vllm-0.32-falcon-h1-7b-ngram.log": "Falcon-H1-7B shrunk to 4 layers"}
+
+
 def test_every_log_is_listed_for_reconcile_without_model() -> None:
     listed = {log for log, _ in WITHOUT_MODEL}
-    assert {p.name for p in LOGS.glob("*.log")} <= listed
+    assert {p.name for p in LOGS.glob("*.log")} <= listed | set(NEEDS_MODEL)
 
 
 def test_model_identified_from_printed_shapes() -> None:
@@ -518,3 +526,53 @@ def test_recognised_lines_not_read_beside_checked_ones() -> None:
     rows = [row for row in reconcile(text).rows if row.component == "GPU KV cache size (tokens)"]
     assert [row.status for row in rows] == ["reproduced", "not read"]
     assert "further engine" in rows[1].not_read
+
+
+def test_vllm_032_log_with_mtp_is_read_as_it_ran() -> None:
+    """The real engine (vLLM 0.32.0's CPU build, scripts/vllm_oracle.py) with MTP and 3
+    speculative tokens: the engine config line's SpeculativeConfig is taken as
+    --speculative-config, and the host's float32 SSM state (vLLM warns 'Reset SSM cache type to
+    float32') as --mamba-ssm-cache-dtype. 35 blocks of 1,152 tokens; a request holds
+    cdiv(8,192, 1,152) = 8 attention blocks (12 layers and the MTP layer in one group) and
+    2 + 3 state blocks in each of 3 gated-delta-net groups: 8 + 15 = 23; 35 / 23 = 1.52x and
+    int(35 x 8,192 / 23) = 12,466 tokens, as printed."""
+    text = read("vllm-0.32-qwen3-next-80b-a3b-mtp.log")
+    result = reconcile(text)
+    assert result.settings["speculative"] == "mtp, 3 tokens"
+    assert result.settings["mamba_ssm_cache_dtype"] == "float32"
+    rules = {row.component: row for row in result.rows if row.reproduced is not None}
+    assert rules["GPU KV cache size (tokens)"].printed == "12,466"
+    assert rules["maximum concurrency"].printed == "1.52x"
+    assert result.reproduced
+    assert 35 * 8192 // 23 == 12_466
+    # without its speculative config the same log is not what ran
+    plain = re.sub(
+        r"speculative_config=SpeculativeConfig\([^)]*\)", "speculative_config=None", text
+    )
+    assert not reconcile(plain).reproduced
+
+
+def test_vllm_032_log_with_ngram_drafts_is_read_as_it_ran(tmp_path: Path) -> None:
+    """Falcon-H1 (4 layers, as the oracle shrinks it), n-gram drafts of 3 tokens: 81 blocks;
+    a request holds cdiv(8,192, 3,200) = 3 attention blocks and 3 + 3 Mamba2 state blocks
+    (align mode with its checkpoint, and k more): 9; 81 / 9 = 9.00x, 9 x 8,192 = 73,728."""
+    config = json.loads((FIXTURES / "falcon-h1-7b" / "config.json").read_text(encoding="utf-8"))
+    config.get("text_config", config)["num_hidden_layers"] = 4
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    result = reconcile(read("vllm-0.32-falcon-h1-7b-ngram.log"), model=str(path))
+    assert result.settings["speculative"] == "ngram, 3 tokens"
+    rules = {row.component: row for row in result.rows if row.reproduced is not None}
+    assert rules["GPU KV cache size (tokens)"].printed == "73,728"
+    assert rules["maximum concurrency"].printed == "9.00x"
+    assert result.reproduced
+
+
+def test_a_speculative_method_kvplan_does_not_model_is_said() -> None:
+    text = read("vllm-0.32-qwen3-next-80b-a3b-mtp.log").replace("method='mtp'", "method='dflash'")
+    result = reconcile(text)
+    assert "speculative" not in result.settings
+    (note,) = [n for n in result.notes if "speculative decoding" in n]
+    assert "dflash, 3 tokens" in note
+    assert "without its drafter" in note
+    assert not result.reproduced

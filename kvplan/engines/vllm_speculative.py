@@ -179,7 +179,15 @@ def with_default_tokens(speculative: Speculative, spec: ModelSpec) -> Speculativ
     return replace(speculative, num_speculative_tokens=_mtp_layers(spec))
 
 
+#: model types whose MTP drafter vLLM builds with a default count of modules when the config
+#: names none (vllm/model_executor/models/qwen3_next_mtp.py: ``getattr(config,
+#: "num_nextn_predict_layers", 1)``; Qwen3-Next's released config names none)
+DEFAULT_MTP_LAYERS = {"qwen3_next": 1}
+
+
 def _mtp_layers(spec: ModelSpec) -> int:
+    if not spec.mtp_layers and spec.model_type in DEFAULT_MTP_LAYERS:
+        return DEFAULT_MTP_LAYERS[spec.model_type]
     if not spec.mtp_layers:
         raise UnitError(
             f"{_OPTION} method mtp: {spec.name} names no multi-token-prediction layers"

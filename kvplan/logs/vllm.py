@@ -3,6 +3,7 @@ gives (blocks, tokens, concurrency), each checked against kvplan's vLLM profile.
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import (
+    KvplanError,
     SpecError,
     UnknownEngineError,
 )
@@ -22,6 +24,7 @@ from kvplan.units import GiB, abbreviate
 if TYPE_CHECKING:
     from kvplan.engines.vllm import VllmResult
     from kvplan.engines.vllm_config import VllmConfig
+    from kvplan.engines.vllm_speculative import Speculative
     from kvplan.hardware.gpus import GPU
 
 #: Largest parallel size, block size, sequence or step count taken from a log.
@@ -54,6 +57,7 @@ class VllmStart:
     settings: dict[str, Any]
     device: GPU | None
     config: VllmConfig
+    speculative_note: str = ""  # a speculative config the log runs that kvplan cannot read
 
 
 def read_start(
@@ -83,6 +87,9 @@ def read_start(
     settings = _vllm_settings(text, spec, path)
     device = _vllm_device(text, given_gpu, path, settings["kv_cache_memory_bytes"])
     flags = _vllm_flags(text, choice.line)
+    speculative, speculative_note = _speculative(text, choice.line)
+    if speculative is not None:
+        flags["speculative"] = speculative
     cfg = vllm.config(
         settings["max_model_len"],
         gpu_memory_utilization=settings["gpu_memory_utilization"],
@@ -99,7 +106,50 @@ def read_start(
         **flags,
     )
     settings.update(flags)
-    return VllmStart(printed, choice.line, choice.note, spec, settings, device, cfg)
+    if speculative is not None:
+        k = speculative.num_speculative_tokens
+        settings["speculative"] = f"{speculative.method}, {k} tokens" if k else speculative.method
+    return VllmStart(
+        printed, choice.line, choice.note, spec, settings, device, cfg, speculative_note
+    )
+
+
+#: the engine config line's speculative decoding, as vLLM prints it (v0.10 on)
+_SPECULATIVE = re.compile(
+    r"speculative_config=SpeculativeConfig\(method='([\w-]{1,40})',"
+    r" model=(?:'([^']{0,300})'|None), num_spec_tokens=(\d{1,6})\)"
+)
+
+
+def _speculative(text: str, line: str) -> tuple[Speculative | None, str]:
+    """The speculative decoding the log's engine config line prints, as ``--speculative-config``
+    would give it (the drafter read by name only), and a note when kvplan cannot take it: the
+    log's figures are then checked without a drafter, and say so."""
+    found = _SPECULATIVE.search(text)
+    if found is None:
+        return None, ""
+    from kvplan.engines.vllm_speculative import (
+        DRAFT_MODEL_METHODS,
+        SPECULATIVE_LINES,
+        parse_speculative_config,
+    )
+
+    method, model, tokens = found.groups()
+    doc: dict[str, Any] = {"method": method, "num_speculative_tokens": int(tokens)}
+    if model is not None and method in DRAFT_MODEL_METHODS:
+        doc["model"] = model
+    why = ""
+    if line not in SPECULATIVE_LINES:
+        why = f"vLLM's speculative decoding is modelled from the 0.24 line, not {line}"
+    else:
+        try:
+            return parse_speculative_config(json.dumps(doc), paths=False), ""
+        except KvplanError as e:
+            why = str(e)
+    return None, (
+        f"the log runs speculative decoding ({method}, {tokens} tokens), which"
+        f" kvplan reads without its drafter: {why}"
+    )
 
 
 def _vllm(
@@ -110,7 +160,7 @@ def _vllm(
     start = read_start(text, given_model, given_gpu, path)
     spec, settings, device, cfg = start.spec, start.settings, start.device, start.config
     version = (start.printed_version or vllm.DEFAULT_VERSION).strip(".")
-    notes: list[str] = [start.note] if start.note else []
+    notes = [n for n in (start.note, start.speculative_note) if n]
     available_text = _find(r"Available KV cache memory: ([\d.]+) GiB", text)
     available = _gib_figure(available_text, "available KV cache memory", path)
     rows: list[Row] = []
@@ -236,6 +286,11 @@ def _vllm_flags(text: str, line: str) -> dict[str, Any]:
     override = _find(r"num_gpu_blocks_override=(\d+)", text)
     if override is not None:
         flags["num_gpu_blocks_override"] = int(override)
+    ssm = _find(r"'mamba_ssm_cache_dtype': '(float32|float16|bfloat16)'", text)
+    if "Reset SSM cache type to float32" in text:
+        ssm = "float32"  # vllm/platforms/cpu.py on a host with AVX-512 BF16, as it warns
+    if ssm is not None:
+        flags["mamba_ssm_cache_dtype"] = ssm
     return flags
 
 
