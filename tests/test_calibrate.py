@@ -267,3 +267,46 @@ def test_a_bad_calibration_file_on_the_command_line_is_one_line(tmp_path: Path) 
     assert result.exit_code == 2
     assert result.stderr.startswith(f"kvplan: error: {bad}")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+#: vLLM 0.31.0 on an A100 80GB with the defaults, its lines as public study notes quote them;
+#: the engine line is cut to the settings it prints
+V031 = """\
+INFO [core.py:105] Initializing a V1 LLM engine (v0.31.0) with config:\
+ model='meta-llama/Llama-3.1-8B-Instruct', speculative_config=None, dtype=torch.bfloat16,\
+ max_seq_len=131072, tensor_parallel_size=1, pipeline_parallel_size=1, kv_cache_dtype=auto,\
+ enable_prefix_caching=True
+INFO [model_runner.py:407] Model loading took 15.0 GiB memory and 5.420225 seconds
+DEBUG [gpu_worker.py:955] Free memory on device (78.84/79.25 GiB) on startup. Desired GPU\
+ memory utilization is (0.92, 72.91 GiB). Actual usage is 15.26 GiB for consumed memory\
+ (weights + non-torch), 1.44 GiB for peak activation, and 0.23 GiB for CUDAGraph memory.
+INFO [gpu_worker.py:436] Available KV cache memory: 56.21 GiB
+INFO [kv_cache_utils.py:1319] GPU KV cache size: 460,496 tokens, Maximum concurrency for\
+ 131,072 tokens per request: 3.51x
+"""
+
+
+def test_the_0_32_lines_memory_figures_are_read() -> None:
+    """From the 0.32 line vLLM prints weights with non-torch memory, and the peak activation
+    with the CUDA-graph estimate: reconcile sets kvplan's sums beside them, and calibrate
+    takes non-torch memory as consumed less loaded (15.26 - 15.0 = 0.26 GiB) and the
+    activation as the peak less the printed estimate (1.44 - 0.78 = 0.66 GiB)."""
+    from kvplan.logs.reconcile import reconcile
+
+    result = reconcile(V031, gpu="a100-80gb")
+    rows = {row.component: row for row in result.rows}
+    assert rows["weights + non-torch memory"].printed == "15.26 GiB"
+    assert rows["peak activation + CUDA-graph estimate"].printed == "1.44 GiB"
+    assert result.reproduced
+    estimate = "INFO [gpu_model_runner.py:4000] Estimated CUDA graph memory: 0.78 GiB total\n"
+    pools = ("56.10", "56.21", "56.30")
+    logs = [(p, (V031 + estimate).replace("memory: 56.21", f"memory: {p}")) for p in pools]
+    fit = calibrate(logs, gpu="a100-80gb")
+    assert fit.calibration.non_torch_bytes == _gib("15.26") - _gib("15.0")
+    # kvplan's V2 forward on the A100's 2,048 batched tokens: 2,048 x (3 x 14,336 + 3 x
+    # 4,096) x 2 B; its estimate 86 graphs x 32 layers x 64 x 4,734 B
+    forward = 2048 * (3 * 14336 + 3 * 4096) * 2
+    graphs = 86 * 32 * 64 * 4_734
+    assert fit.calibration.activation_ppm == (_gib("1.44") - _gib("0.78")) * PPM // forward
+    assert fit.calibration.cuda_graph_ppm == _gib("0.78") * PPM // graphs
+    assert [r.after_bytes for r in fit.residuals] == [_gib("56.21") - _gib(p) for p in pools]

@@ -32,7 +32,7 @@ from kvplan.arguments import as_path, as_sequence, as_str, wrong_type
 from kvplan.engines.vllm_calibration import PPM, Calibration
 from kvplan.errors import SpecError, UnitError
 from kvplan.logs.rows import _DECIMAL, _find
-from kvplan.logs.vllm import read_start
+from kvplan.logs.vllm import CONSUMED, read_start
 from kvplan.units import GiB, abbreviate
 
 if TYPE_CHECKING:
@@ -141,16 +141,28 @@ def _read(name: str, text: str, model: ModelSpec | str | None, gpu: GPU | str | 
         raise SpecError(
             name, ["prints no 'Available KV cache memory: X GiB': nothing to calibrate on"]
         )
-    usage, older = _USAGE.search(text), _PROFILING.search(text)
-    activation = non_torch = graphs = None
+    usage, older, newer = _USAGE.search(text), _PROFILING.search(text), CONSUMED.search(text)
+    activation = non_torch = None
+    estimate = _find(r"Estimated CUDA graph memory: ([\d.]+) GiB total", text)
+    graphs = _gib_bytes(estimate, "estimated CUDA graph memory", name)
     if usage is not None:
         activation = _gib_bytes(usage[2], "peak activation", name)
         non_torch = _gib_bytes(usage[3], "non-torch memory", name)
     elif older is not None:
         non_torch = _gib_bytes(older[2], "non-torch memory", name)
         activation = _gib_bytes(older[3], "peak activation", name)
-    estimate = _find(r"Estimated CUDA graph memory: ([\d.]+) GiB total", text)
-    graphs = _gib_bytes(estimate, "estimated CUDA graph memory", name)
+    elif newer is not None:
+        # 0.32's line: non-torch memory is what was consumed beyond the loaded weights, and the
+        # peak holds the CUDA-graph estimate, separable only where the estimate is printed
+        consumed = _gib_bytes(newer[1], "consumed memory", name)
+        loaded = _gib_bytes(
+            _find(r"Model loading took ([\d.]+) GiB", text), "model loading memory", name
+        )
+        if consumed is not None and loaded is not None and consumed >= loaded:
+            non_torch = consumed - loaded
+        peak = _gib_bytes(newer[2], "peak activation", name)
+        if peak is not None and graphs is not None and peak >= graphs:
+            activation = peak - graphs
     result = vllm.profile(start.spec, start.device, start.config)
     modelled = result.stages[-1].overhead
     return _Log(name, start, modelled, activation, non_torch, graphs, available)

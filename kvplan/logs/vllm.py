@@ -294,6 +294,14 @@ def _vllm_flags(text: str, line: str) -> dict[str, Any]:
     return flags
 
 
+#: vLLM 0.32's memory line (the v0.31 releases print it too): weights and non-torch memory as
+#: one figure, the peak activation with the CUDA-graph estimate
+CONSUMED = re.compile(
+    r"Actual usage is ([\d.]+) GiB for consumed memory \(weights \+ non-torch\),"
+    r" ([\d.]+) GiB for peak activation"
+)
+
+
 def _vllm_memory_rows(text: str, result: VllmResult, path: str) -> list[Row]:
     """The memory vLLM says it measured (weights, activation, non-torch, CUDA graphs) next to
     kvplan's estimates for the sampling stage, the only one without pipeline parallelism."""
@@ -306,6 +314,23 @@ def _vllm_memory_rows(text: str, result: VllmResult, path: str) -> list[Row]:
     printed = (
         [_gib_figure(x, "memory usage", path) for x in usage.groups()] if usage else [None] * 4
     )
+    newer = CONSUMED.search(text)
+    if usage is None and newer is not None:
+        # the 0.32 line's DEBUG line: weights with non-torch memory, and the peak activation
+        # with the CUDA-graph estimate the budget subtracts (vllm/v1/worker/gpu_worker.py)
+        consumed, peak = (_gib_figure(x, "memory usage", path) for x in newer.groups())
+        return [
+            _estimate_row(
+                "weights + non-torch memory",
+                consumed,
+                first.weights_bytes + first.non_torch_bytes,
+            ),
+            _estimate_row(
+                "peak activation + CUDA-graph estimate",
+                peak,
+                first.activation_bytes + first.cuda_graph_bytes,
+            ),
+        ]
     return [
         _estimate_row("weights", printed[0], first.weights_bytes),
         _estimate_row("peak activation", printed[1], first.activation_bytes),
