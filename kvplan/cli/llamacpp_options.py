@@ -11,6 +11,7 @@ import typer
 from kvplan.cli.common import option
 
 if TYPE_CHECKING:
+    from kvplan.engines.llamacpp_draft import LlamaCppDraft
     from kvplan.engines.llamacpp_plan import LlamaCppAsk
 
 
@@ -148,6 +149,87 @@ OverrideTensorOpt = Annotated[
 ]
 
 
+#: plan's options that only llama.cpp reads, as llama.cpp spells them
+LLAMACPP_OPTIONS = {
+    "n_gpu_layers": "-ngl",
+    "tensor_split": "-ts",
+    "split_mode": "--split-mode",
+    "ubatch_size": "-ub",
+    "batch_size": "-b",
+    "flash_attn": "-fa",
+    "cache_type_k": "-ctk",
+    "cache_type_v": "-ctv",
+    "parallel": "-np",
+    "swa_full": "--swa-full",
+    "mmap": "--mmap",
+    "kv_unified": "--kv-unified",
+    "no_kv_offload": "--no-kv-offload",
+    "device": "--device",
+    "wired_limit_mb": "--wired-limit-mb",
+    "cpu_moe": "--cpu-moe",
+    "n_cpu_moe": "--n-cpu-moe",
+    "override_tensor": "-ot",
+    "model_draft": "-md",
+    "gpu_layers_draft": "-ngld",
+    "cache_type_k_draft": "-ctkd",
+    "cache_type_v_draft": "-ctvd",
+    "draft_max": "--draft-max",
+}
+#: the draft model's settings, each meaning nothing without -md
+DRAFT_OPTIONS = ("gpu_layers_draft", "cache_type_k_draft", "cache_type_v_draft", "draft_max")
+
+ModelDraftOpt = Annotated[
+    str | None,
+    _opt(
+        "--model-draft",
+        "-md",
+        help="llama.cpp: a draft model for speculative decoding (a catalog name, config.json,"
+        " Hub id or .gguf): its weights, its own context of -c cells and its compute buffers"
+        " join the target's on each device.",
+    ),
+]
+GpuLayersDraftOpt = Annotated[
+    int | None,
+    _opt("--gpu-layers-draft", "-ngld", min=0, help="llama.cpp: the draft's layers on the GPUs"
+         " (default: all)."),
+]  # fmt: skip
+CacheTypeKDraftOpt = Annotated[
+    str | None, _opt("--cache-type-k-draft", "-ctkd", help="llama.cpp: the draft's K cache type"
+                     " (default f16).")
+]  # fmt: skip
+CacheTypeVDraftOpt = Annotated[
+    str | None, _opt("--cache-type-v-draft", "-ctvd", help="llama.cpp: the draft's V cache type"
+                     " (default f16).")
+]  # fmt: skip
+DraftMaxOpt = Annotated[
+    int | None,
+    _opt("--draft-max", "--draft", min=1, help="llama.cpp: tokens drafted a step (default 3;"
+         " sizes no buffer).")
+]  # fmt: skip
+
+
+def _draft(a: dict[str, Any]) -> "LlamaCppDraft | None":
+    """The draft model of plan's options ``a``; a draft setting without -md is refused."""
+    from kvplan.engines.llamacpp_draft import DEFAULT_DRAFT_MAX, LlamaCppDraft
+    from kvplan.errors import UnitError
+
+    if a.get("model_draft") is None:
+        given = [LLAMACPP_OPTIONS[n] for n in DRAFT_OPTIONS if a.get(n) is not None]
+        if given:
+            raise UnitError(f"{given[0]}: a setting of the draft model; it needs -md MODEL")
+        return None
+    from kvplan.catalog.lookup import load_model
+
+    return LlamaCppDraft(
+        spec=load_model(a["model_draft"]),
+        model=str(a["model_draft"]),
+        n_gpu_layers=a.get("gpu_layers_draft"),
+        type_k=a.get("cache_type_k_draft") or "f16",
+        type_v=a.get("cache_type_v_draft") or "f16",
+        draft_max=a.get("draft_max") or DEFAULT_DRAFT_MAX,
+    )
+
+
 def flash_attn_on(text: str, no_flash_attn: bool = False) -> bool:
     """``-fa on|off|auto`` as llama.cpp resolves it for the modelled backends: auto is on;
     ``--no-flash-attn`` is off. A UnitError names the allowed values."""
@@ -203,4 +285,5 @@ def llamacpp_ask(a: dict[str, Any], common: dict[str, Any]) -> "LlamaCppAsk":
         tensor_overrides=tuple(a.get("override_tensor") or ()),
         cpu_moe=bool(a.get("cpu_moe", False)),
         n_cpu_moe=int(a.get("n_cpu_moe", 0) or 0),
+        draft=_draft(a),
     )

@@ -30,14 +30,20 @@ from kvplan.cli.common import (
     option,
 )
 from kvplan.cli.llamacpp_options import (
+    LLAMACPP_OPTIONS,
     BackendOpt,
+    CacheTypeKDraftOpt,
     CacheTypeKOpt,
+    CacheTypeVDraftOpt,
     CacheTypeVOpt,
     CpuMoeOpt,
+    DraftMaxOpt,
     FlashAttnOpt,
+    GpuLayersDraftOpt,
     KvUnifiedOpt,
     LlamaBatchOpt,
     MmapOpt,
+    ModelDraftOpt,
     NCpuMoeOpt,
     NglOpt,
     NoKvOffloadOpt,
@@ -359,6 +365,11 @@ def plan_command(
     cpu_moe: CpuMoeOpt = False,
     n_cpu_moe: NCpuMoeOpt = 0,
     override_tensor: OverrideTensorOpt = None,
+    model_draft: ModelDraftOpt = None,
+    gpu_layers_draft: GpuLayersDraftOpt = None,
+    cache_type_k_draft: CacheTypeKDraftOpt = None,
+    cache_type_v_draft: CacheTypeVDraftOpt = None,
+    draft_max: DraftMaxOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
@@ -391,27 +402,6 @@ def _tokens(name: str, text: str | None) -> int | None:
     return option(name, parse_tokens, text) if text is not None else None
 
 
-#: plan's options that only llama.cpp reads, as llama.cpp spells them
-_LLAMACPP_OPTIONS = {
-    "n_gpu_layers": "-ngl",
-    "tensor_split": "-ts",
-    "split_mode": "--split-mode",
-    "ubatch_size": "-ub",
-    "batch_size": "-b",
-    "flash_attn": "-fa",
-    "cache_type_k": "-ctk",
-    "cache_type_v": "-ctv",
-    "parallel": "-np",
-    "swa_full": "--swa-full",
-    "mmap": "--mmap",
-    "kv_unified": "--kv-unified",
-    "no_kv_offload": "--no-kv-offload",
-    "device": "--device",
-    "wired_limit_mb": "--wired-limit-mb",
-    "cpu_moe": "--cpu-moe",
-    "n_cpu_moe": "--n-cpu-moe",
-    "override_tensor": "-ot",
-}
 #: plan's options of the search in whole nodes (kvplan's own planner only)
 _CLUSTER_OPTIONS = {
     "system": "--system",
@@ -459,7 +449,7 @@ def _question(a: dict[str, Any], spec: "ModelSpec", common: dict[str, Any]) -> A
 
     engine = a["engine"]
     given = a.get("_given", frozenset())
-    llama = [flag for name, flag in _LLAMACPP_OPTIONS.items() if name in given]
+    llama = [flag for name, flag in LLAMACPP_OPTIONS.items() if name in given]
     if llama and engine != "llama.cpp":
         raise UnitError(f"{llama[0]}: a llama.cpp option; it applies with --engine llama.cpp")
     if "parallel" in given and common.get("concurrency") is None:

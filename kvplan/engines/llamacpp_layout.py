@@ -188,10 +188,17 @@ class DeviceUse:
     compute_bytes: int = 0
     num_layers: int = 0
     buffers: list[Buffer] = field(default_factory=list)
+    draft_bytes: int = 0  # a draft model's weights, cache and compute buffers (-md)
 
     @property
     def total_bytes(self) -> int:
-        return self.model_bytes + self.kv_bytes + self.output_bytes + self.compute_bytes
+        return (
+            self.model_bytes
+            + self.kv_bytes
+            + self.output_bytes
+            + self.compute_bytes
+            + self.draft_bytes
+        )
 
 
 @dataclass(frozen=True, slots=True)

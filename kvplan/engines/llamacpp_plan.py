@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from kvplan.engines import llamacpp
 from kvplan.engines.llamacpp_budget import Buffer, check_cache_types
 from kvplan.engines.llamacpp_compute import MoE, gpu_compute_bytes, host_compute_bytes
+from kvplan.engines.llamacpp_draft import DEFAULT_DRAFT_MAX, LlamaCppDraft
 from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
 from kvplan.errors import UnitError
 from kvplan.files import is_file, path_exists
@@ -159,6 +160,7 @@ class LlamaCppAsk:
     tensor_overrides: tuple[str, ...] = ()  # -ot PATTERN=DEVICE, as typed
     cpu_moe: bool = False
     n_cpu_moe: int = 0
+    draft: LlamaCppDraft | None = None  # -md with its -ngld, -ctkd, -ctvd, --draft-max
 
     @property
     def fa(self) -> bool:
@@ -236,6 +238,7 @@ class LlamaCppPlan:
         parts += ["--n-cpu-moe", str(a.n_cpu_moe)] if a.n_cpu_moe else []
         for text in a.tensor_overrides:
             parts += ["-ot", shlex.quote(text)]
+        parts += draft_args(a)
         return " ".join([*parts, "--fit", "off"])
 
 
@@ -313,6 +316,8 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
     if ask.backend == "cpu" and _gguf_path(ask) is not None:
         _exact_host_model(ask, placed)
     _add_compute(spec, ask, kv, placed)
+    if ask.draft is not None:
+        _add_draft(spec, ask, n_ctx, placed)
     headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
     printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
     printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
@@ -320,6 +325,67 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
         spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
         headroom if ask.backend != "cpu" else 0, kv, solved, spec,
     )  # fmt: skip
+
+
+def _add_draft(spec: ModelSpec, ask: LlamaCppAsk, n_ctx: int, placed: Layout) -> None:
+    """The draft model's buffers beside the target's on each device (kvplan.engines
+    .llamacpp_draft): its own context with the target's -c, -np, -ub and flash attention, its
+    -ctkd/-ctvd cache types, its -ngld layers on the GPUs."""
+    draft = ask.draft
+    assert draft is not None
+    draft.check(spec)
+    dspec = draft.spec
+    n_layer = dspec.num_hidden_layers
+    ngl = n_layer + 1 if draft.n_gpu_layers is None else min(draft.n_gpu_layers, n_layer + 1)
+    kv = llamacpp.kv_cache(
+        dspec,
+        n_ctx=n_ctx,
+        n_seq_max=ask.n_seq_max,
+        n_ubatch=ask.n_ubatch,
+        cache_type_k=draft.type_k,
+        cache_type_v=draft.type_v,
+        swa_full=ask.swa_full,
+        flash_attn=ask.fa,
+        kv_unified=ask.kv_unified,
+    )
+    own = layout(
+        dspec,
+        kv,
+        backend=ask.backend,
+        n_gpu_layers=0 if ask.backend == "cpu" else ngl,
+        split=ask.split,
+        split_mode=ask.split_mode,
+        no_kv_offload=ask.no_kv_offload,
+        use_mmap=ask.use_mmap,
+        n_seq_max=ask.n_seq_max,
+        moved=[],
+    )
+    own_ask = replace(ask, model=draft.model, type_k=draft.type_k, type_v=draft.type_v, draft=None)
+    _add_compute(dspec, own_ask, kv, own)
+    for use, drafts in zip(placed.devices, own.devices, strict=True):
+        use.draft_bytes += drafts.total_bytes
+        use.buffers += [Buffer(b.device, f"draft {b.kind}", b.bytes) for b in drafts.buffers]
+
+
+def draft_args(ask: LlamaCppAsk) -> list[str]:
+    """llama-server's words for the draft model of ``ask`` (none without one)."""
+    draft = ask.draft
+    if draft is None:
+        return []
+    flag, value = model_source(draft.model, draft.spec).args
+    words = ["-hfd" if flag == "-hf" else "-md", value]
+    layers = draft.spec.num_hidden_layers + 1
+    words += [
+        "-ngld",
+        str(layers if draft.n_gpu_layers is None else min(draft.n_gpu_layers, layers)),
+    ]
+    if ask.backend == "cpu":
+        words[-1] = "0"
+    if (draft.type_k, draft.type_v) != ("f16", "f16"):
+        words += ["-ctkd", draft.type_k, "-ctvd", draft.type_v]
+    if draft.draft_max != DEFAULT_DRAFT_MAX:
+        words += ["--draft-max", str(draft.draft_max)]
+    return words
 
 
 def _gguf_path(ask: LlamaCppAsk) -> str | None:

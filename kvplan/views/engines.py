@@ -431,6 +431,15 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
             "no_kv_offload": a.no_kv_offload,
             "split_mode": a.split_mode,
             "tensor_split": [str(s) for s in a.split],
+            "draft": None
+            if a.draft is None
+            else {
+                "model": a.draft.spec.name,
+                "n_gpu_layers": a.draft.n_gpu_layers,
+                "type_k": a.draft.type_k,
+                "type_v": a.draft.type_v,
+                "draft_max": a.draft.draft_max,
+            },
         },
         "devices": [
             {
@@ -440,6 +449,7 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
                 "kv_bytes": d.kv_bytes,
                 "output_bytes": d.output_bytes,
                 "compute_bytes": d.compute_bytes,
+                "draft_bytes": d.draft_bytes,
                 "total_bytes": d.total_bytes,
             }
             for d in p.layout.devices
@@ -479,11 +489,13 @@ def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]
             format_bytes(d["kv_bytes"]),
             format_bytes(d["compute_bytes"]),
             format_bytes(d["output_bytes"]),
+            *([format_bytes(d["draft_bytes"])] if p.ask.draft else []),
             format_bytes(d["total_bytes"]),
         ]
         for d in doc["devices"]
     ]
-    columns = ["device", "layers", "model", "KV", "compute", "output", "total"]
+    columns = ["device", "layers", "model", "KV", "compute", "output"]
+    columns += ["draft", "total"] if p.ask.draft else ["total"]
     return [
         *resolution_line(spec),
         f"[bold]{escape(p.model)}[/bold] on llama.cpp ({p.ask.backend}, {p.gpu.display_name}):"
