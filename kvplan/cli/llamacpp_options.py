@@ -174,6 +174,7 @@ LLAMACPP_OPTIONS = {
     "cache_type_k_draft": "-ctkd",
     "cache_type_v_draft": "-ctvd",
     "draft_max": "--draft-max",
+    "lora": "--lora",
 }
 #: the draft model's settings, each meaning nothing without -md
 DRAFT_OPTIONS = ("gpu_layers_draft", "cache_type_k_draft", "cache_type_v_draft", "draft_max")
@@ -206,6 +207,16 @@ DraftMaxOpt = Annotated[
     _opt("--draft-max", "--draft", min=1, help="llama.cpp: tokens drafted a step (default 3;"
          " sizes no buffer).")
 ]  # fmt: skip
+
+
+LoraOpt = Annotated[
+    list[str] | None,
+    _opt(
+        "--lora",
+        help="llama.cpp: a LoRA adapter .gguf, repeatable: its tensors go on the devices of the"
+        " weights they adapt (read from the file's header).",
+    ),
+]
 
 
 def _draft(a: dict[str, Any]) -> "LlamaCppDraft | None":
@@ -286,4 +297,5 @@ def llamacpp_ask(a: dict[str, Any], common: dict[str, Any]) -> "LlamaCppAsk":
         cpu_moe=bool(a.get("cpu_moe", False)),
         n_cpu_moe=int(a.get("n_cpu_moe", 0) or 0),
         draft=_draft(a),
+        loras=tuple(a.get("lora") or ()),
     )

@@ -42,6 +42,7 @@ from kvplan.cli.llamacpp_options import (
     GpuLayersDraftOpt,
     KvUnifiedOpt,
     LlamaBatchOpt,
+    LoraOpt,
     MmapOpt,
     ModelDraftOpt,
     NCpuMoeOpt,
@@ -370,6 +371,7 @@ def plan_command(
     cache_type_k_draft: CacheTypeKDraftOpt = None,
     cache_type_v_draft: CacheTypeVDraftOpt = None,
     draft_max: DraftMaxOpt = None,
+    lora: LoraOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.

@@ -189,6 +189,7 @@ class DeviceUse:
     num_layers: int = 0
     buffers: list[Buffer] = field(default_factory=list)
     draft_bytes: int = 0  # a draft model's weights, cache and compute buffers (-md)
+    lora_bytes: int = 0  # LoRA adapters' tensors (--lora)
 
     @property
     def total_bytes(self) -> int:
@@ -198,6 +199,7 @@ class DeviceUse:
             + self.output_bytes
             + self.compute_bytes
             + self.draft_bytes
+            + self.lora_bytes
         )
 
 

@@ -161,6 +161,7 @@ class LlamaCppAsk:
     cpu_moe: bool = False
     n_cpu_moe: int = 0
     draft: LlamaCppDraft | None = None  # -md with its -ngld, -ctkd, -ctvd, --draft-max
+    loras: tuple[str, ...] = ()  # --lora FILE.gguf, each an adapter on its weights' devices
 
     @property
     def fa(self) -> bool:
@@ -239,6 +240,8 @@ class LlamaCppPlan:
         for text in a.tensor_overrides:
             parts += ["-ot", shlex.quote(text)]
         parts += draft_args(a)
+        for path in a.loras:
+            parts += ["--lora", shlex.quote(path)]
         return " ".join([*parts, "--fit", "off"])
 
 
@@ -318,6 +321,8 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
     _add_compute(spec, ask, kv, placed)
     if ask.draft is not None:
         _add_draft(spec, ask, n_ctx, placed)
+    for path in ask.loras:
+        _add_lora(spec, ask, path, placed)
     headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
     printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
     printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
@@ -365,6 +370,20 @@ def _add_draft(spec: ModelSpec, ask: LlamaCppAsk, n_ctx: int, placed: Layout) ->
     for use, drafts in zip(placed.devices, own.devices, strict=True):
         use.draft_bytes += drafts.total_bytes
         use.buffers += [Buffer(b.device, f"draft {b.kind}", b.bytes) for b in drafts.buffers]
+
+
+def _add_lora(spec: ModelSpec, ask: LlamaCppAsk, path: str, placed: Layout) -> None:
+    """One ``--lora`` adapter's buffers, on the devices of the weights it adapts
+    (kvplan.engines.llamacpp_lora)."""
+    from kvplan.engines.llamacpp_lora import lora_bytes, read_lora
+
+    tensors = read_lora(path, spec.num_hidden_layers)
+    for device, num_bytes in lora_bytes(tensors, placed.placement, ask.backend).items():
+        use = placed.host if device is None else placed.gpus[device]
+        use.lora_bytes += num_bytes
+        # a pair lives in its weight's buffer type: on the host the mapped file's when mapped
+        host = "CPU_Mapped" if ask.use_mmap else "CPU"
+        use.buffers.append(Buffer(host if device is None else use.name, "lora", num_bytes))
 
 
 def draft_args(ask: LlamaCppAsk) -> list[str]:

@@ -440,6 +440,7 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
                 "type_v": a.draft.type_v,
                 "draft_max": a.draft.draft_max,
             },
+            "loras": list(a.loras),
         },
         "devices": [
             {
@@ -450,6 +451,7 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
                 "output_bytes": d.output_bytes,
                 "compute_bytes": d.compute_bytes,
                 "draft_bytes": d.draft_bytes,
+                "lora_bytes": d.lora_bytes,
                 "total_bytes": d.total_bytes,
             }
             for d in p.layout.devices
@@ -490,12 +492,14 @@ def llamacpp_plan_view(p: LlamaCppPlan, spec: ModelSpec) -> list[RenderableType]
             format_bytes(d["compute_bytes"]),
             format_bytes(d["output_bytes"]),
             *([format_bytes(d["draft_bytes"])] if p.ask.draft else []),
+            *([format_bytes(d["lora_bytes"])] if p.ask.loras else []),
             format_bytes(d["total_bytes"]),
         ]
         for d in doc["devices"]
     ]
     columns = ["device", "layers", "model", "KV", "compute", "output"]
-    columns += ["draft", "total"] if p.ask.draft else ["total"]
+    columns += ["draft"] if p.ask.draft else []
+    columns += ["LoRA", "total"] if p.ask.loras else ["total"]
     return [
         *resolution_line(spec),
         f"[bold]{escape(p.model)}[/bold] on llama.cpp ({p.ask.backend}, {p.gpu.display_name}):"
