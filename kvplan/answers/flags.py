@@ -32,6 +32,7 @@ gets no flags at all: what it would need is said in words.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,10 +53,12 @@ from kvplan.catalog.lookup import as_spec
 from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
 from kvplan.engines.vllm_calibration import Calibration
+from kvplan.engines.vllm_lora import VllmLora
+from kvplan.engines.vllm_speculative import Speculative, parse_speculative_config
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
-from kvplan.model.dtypes import CacheDTypes, cache_dtypes
+from kvplan.model.dtypes import PER_TOKEN_HEAD, CacheDTypes, cache_dtypes
 from kvplan.model.spec import ModelSpec
 from kvplan.model.weights import QUANTIZATIONS, Weights, model_weights, quantization_names
 from kvplan.units import DType, GiB, cdiv, fraction_of, resolve_dtype
@@ -124,6 +127,8 @@ class _Target:
     trained: int | None = None
     model_as_typed: str = ""  # the model as the user typed it (a .gguf path, a Hub repo)
     calibration: Calibration | None = None  # vLLM's budget terms fitted on this site
+    speculative: Speculative | None = None  # vLLM's --speculative-config
+    lora: VllmLora | None = None  # vLLM's --enable-lora slots
 
 
 _Answer = Callable[[_Target], "EngineFlags"]
@@ -143,6 +148,8 @@ def recommend(
     hf_overrides: str | None = None,
     model_as_typed: str | None = None,
     calibration: Calibration | None = None,
+    speculative_config: str | None = None,
+    lora: VllmLora | None = None,
 ) -> tuple[EngineFlags, ...]:
     """Per engine (all of ``ENGINES`` unless ``engines`` names some), the flags that hold
     ``concurrency`` requests of ``max_model_len`` tokens on ``tensor_parallel_size`` GPUs,
@@ -155,7 +162,10 @@ def recommend(
     for vLLM and SGLang, which refuse it unless ``hf_overrides`` (vLLM's ``--hf-overrides``
     JSON, passed on as SGLang's ``--json-model-override-args``) extends it. ``calibration``
     (kvplan calibrate) sets vLLM's budget terms; it must be of this GPU, TP and vLLM's default
-    line, and asks for vLLM among the engines (UnitError otherwise).
+    line, and asks for vLLM among the engines (UnitError otherwise). ``speculative_config``
+    (the JSON of vLLM's --speculative-config) and ``lora`` (``VllmLora``) are vLLM's: they ask
+    for vLLM alone. A ``kv_cache_dtype`` of vLLM's per-token-head layouts is vLLM's flag; the
+    other engines have none for it.
     """
     model = as_spec(spec)
     device = as_gpu(gpu)
@@ -184,17 +194,29 @@ def recommend(
         if kv_cache_dtype is None or kv_cache_dtype.strip().lower() == "auto"
         else kv_cache_dtype
     )
-    if kv is not None:
+    if kv is not None and kv not in PER_TOKEN_HEAD:
         resolve_dtype(kv)
     model_weights(model, quantization=quant)  # a spec without num_parameters fails here, once
     trained = parse_hf_overrides(hf_overrides) if hf_overrides else model.max_position_embeddings
     extended = (hf_overrides, trained, model_as_typed or "")
+    speculative = None
+    if speculative_config is not None:
+        as_str(speculative_config, "speculative_config", "the JSON of --speculative-config")
+    if lora is not None:
+        as_instance(lora, VllmLora, "lora", "a VllmLora")
+    for flag, value in (("--speculative-config", speculative_config), ("--enable-lora", lora)):
+        if value is not None and tuple(wanted) != ("vllm",):
+            raise UnitError(f"{flag}: vLLM's setting; it applies with --engine vllm")
+    if speculative_config is not None:
+        speculative = parse_speculative_config(speculative_config)
     if calibration is not None:
         as_instance(calibration, Calibration, "calibration", "a Calibration (kvplan calibrate)")
         if "vllm" not in wanted:
             raise UnitError("--calibration: vLLM's budget terms; it applies with --engine vllm")
         calibration.check_site(device.name, vllm.DEFAULT_VERSION, tp)
-    target = _Target(model, device, length, n, tp, kv, quant, util, *extended, calibration)
+    target = _Target(
+        model, device, length, n, tp, kv, quant, util, *extended, calibration, speculative, lora
+    )
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
 
@@ -240,6 +262,8 @@ def _tp_problem(spec: ModelSpec, tp: int, engine: str) -> str:
 
 def _kv_flag(engine: str, table: dict[str, str], t: _Target, cache: CacheDTypes) -> tuple[str, str]:
     """``(flag value, problem)``: the engine's --kv-cache-dtype for the cache ("" for auto)."""
+    if t.kv in PER_TOKEN_HEAD:
+        return t.kv, ""  # vLLM's own layout (cache_dtypes refuses it for the other engines)
     if t.kv is None or cache.k == cache.model:
         return "", ""
     value = table.get(cache.k.name)
@@ -367,11 +391,13 @@ def _vllm(t: _Target) -> EngineFlags:
         max_model_len=t.length,
         gpu_memory_utilization=t.util,
         tensor_parallel_size=t.tp,
-        kv_cache_dtype=cache.k.name,
+        kv_cache_dtype=t.kv if t.kv in PER_TOKEN_HEAD else cache.k.name,
         max_num_seqs=t.n,
         dtype=cache.model.name,
         quantization=t.quantization,
         calibration=t.calibration,
+        speculative=t.speculative,
+        lora=t.lora,
     )
     probe = vllm.profile(t.spec, t.gpu, cfg)
     block_bytes = probe.page_bytes * probe.group_size
@@ -382,6 +408,7 @@ def _vllm(t: _Target) -> EngineFlags:
     budget = fraction_of(t.gpu.memory_bytes, t.util)
     fits = used <= budget
     flags = [f"--kv-cache-memory={need}", f"--max-model-len={t.length}", f"--max-num-seqs={t.n}"]
+    flags += _vllm_extra_flags(t)
     quant_note = _shared_flags(flags, t, "--tensor-parallel-size", kv_value, "--quantization")
     figures = _sum(
         ("weights", overhead.weights_bytes),
@@ -406,6 +433,26 @@ def _vllm(t: _Target) -> EngineFlags:
         required=used,
         budget=budget,
     )
+
+
+def _vllm_extra_flags(t: _Target) -> list[str]:
+    """vLLM's speculative decoding and LoRA flags of the target, as given."""
+    out = []
+    if t.speculative is not None:
+        doc: dict[str, object] = {"method": t.speculative.method}
+        if t.speculative.num_speculative_tokens:
+            doc["num_speculative_tokens"] = t.speculative.num_speculative_tokens
+        if t.speculative.draft is not None:
+            doc["model"] = t.speculative.draft.hf_id or t.speculative.draft.name
+        out.append(f"--speculative-config={shlex.quote(json.dumps(doc))}")
+    if t.lora is not None:
+        out += ["--enable-lora", f"--max-loras={t.lora.max_loras}"]
+        out.append(f"--max-lora-rank={t.lora.max_lora_rank}")
+        if t.lora.target_modules:
+            out.append("--lora-target-modules " + " ".join(t.lora.target_modules))
+        if t.lora.fully_sharded:
+            out.append("--fully-sharded-loras")
+    return out
 
 
 def _thousandths(value: int) -> str:

@@ -15,6 +15,13 @@ from kvplan.cli.common import (
     guard,
     option,
 )
+from kvplan.cli.lora_options import (
+    EnableLoraOpt,
+    FullyShardedLorasOpt,
+    LoraTargetModulesOpt,
+    MaxLoraRankOpt,
+    MaxLorasOpt,
+)
 from kvplan.cli.options import (
     CalibrationOpt,
     EngineOpt,
@@ -26,6 +33,7 @@ from kvplan.cli.options import (
     ModelArg,
     OutputFormat,
     QuantizationOpt,
+    SpeculativeConfigOpt,
     TpOpt,
 )
 
@@ -181,6 +189,12 @@ def flags(
     engine: EngineOpt = "all",
     hf_overrides: HfOverridesOpt = None,
     calibration: CalibrationOpt = None,
+    speculative_config: SpeculativeConfigOpt = None,
+    enable_lora: EnableLoraOpt = None,
+    max_loras: MaxLorasOpt = None,
+    max_lora_rank: MaxLoraRankOpt = None,
+    lora_target_modules: LoraTargetModulesOpt = None,
+    fully_sharded_loras: FullyShardedLorasOpt = None,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """The flags that make vLLM, SGLang, llama.cpp and TGI hold a target, engine by engine.
@@ -188,7 +202,8 @@ def flags(
     Each engine's verdict counts the weights on each GPU, the cache and the engine's
     overhead; an engine that does not fit gets the reason and no flags. vLLM and SGLang
     refuse a --max-model-len past the model's trained length unless --hf-overrides extends
-    it, which their lines then carry.
+    it, which their lines then carry. --speculative-config and the LoRA options are vLLM's
+    (with --engine vllm), and so are its per-token-head cache dtypes.
     """
     from kvplan.answers.flags import recommend
     from kvplan.catalog.lookup import load_model
@@ -201,7 +216,22 @@ def flags(
         length = option("--max-model-len", parse_tokens, max_model_len)
         if length < 1:
             raise UnitError(f"--max-model-len: must be at least 1 token, got {max_model_len!r}")
-        kv = dtype_option("--kv-cache-dtype", kv_cache_dtype)
+        from kvplan.answers.lora import vllm_lora
+        from kvplan.answers.question import Question
+        from kvplan.model.dtypes import PER_TOKEN_HEAD
+
+        given = kv_cache_dtype.strip().lower()
+        kv = given if given in PER_TOKEN_HEAD else dtype_option("--kv-cache-dtype", kv_cache_dtype)
+        lora = vllm_lora(
+            Question(
+                engine="vllm",
+                enable_lora=enable_lora,
+                max_loras=max_loras,
+                max_lora_rank=max_lora_rank,
+                lora_target_modules=lora_target_modules,
+                fully_sharded_loras=fully_sharded_loras,
+            )
+        )
         quantized = _quantization(quantization)
         engines = _engines(engine)
         spec = load_model(model)
@@ -217,6 +247,8 @@ def flags(
             hf_overrides=hf_overrides,
             model_as_typed=model,
             calibration=calibration_option(calibration),
+            speculative_config=speculative_config,
+            lora=lora,
         )
         doc = views.flags_to_dict(
             spec.name,

@@ -222,3 +222,15 @@ CalibrationOpt = Annotated[
         show_default=False,
     ),
 ]
+SpeculativeConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--speculative-config",
+        show_default=False,
+        help="vLLM 0.21 and later: speculative decoding, JSON as vLLM takes it"
+        ' (\'{"method": "mtp", "num_speculative_tokens": 3}\'; methods mtp, eagle, eagle3,'
+        ' draft_model with "model" the drafter\'s name, ngram, ngram_gpu, suffix). The'
+        " drafter's layers join the pool, recurrent state holds k more blocks a request and"
+        " the drafter's weights come out of the budget.",
+    ),
+]

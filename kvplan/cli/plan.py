@@ -77,6 +77,7 @@ from kvplan.cli.options import (
     OptionalMaxModelLenOpt,
     OptionalPpOpt,
     OptionalTpOpt,
+    SpeculativeConfigOpt,
 )
 from kvplan.errors import UnitError
 
@@ -202,17 +203,6 @@ LanguageModelOnlyOpt = Annotated[
         help="vLLM 0.32, multimodal models: text only; every modality's limit is 0, the"
         " encoder loads no weights and nothing is profiled for it.",
         show_default=False,
-    ),
-]
-SpeculativeConfigOpt = Annotated[
-    str | None,
-    _opt(
-        "--speculative-config",
-        help="vLLM 0.21 and later: speculative decoding, JSON as vLLM takes it"
-        ' (\'{"method": "mtp", "num_speculative_tokens": 3}\'; methods mtp, eagle, eagle3,'
-        ' draft_model with "model" the drafter\'s name, ngram, ngram_gpu, suffix). The'
-        " drafter's layers join the pool, recurrent state holds k more blocks a request and"
-        " the drafter's weights come out of the budget.",
     ),
 ]
 SpeculativeAlgorithmOpt = Annotated[
