@@ -24,10 +24,9 @@ RECORDING = json.loads((ROOT / "tests" / "data" / "llamacpp_lora_0c1e570.json").
 runner = CliRunner()
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "lora_oracle", ROOT / "scripts" / "llamacpp_lora_oracle.py"
-    )
+def _script(name: str = "llamacpp_lora_oracle") -> ModuleType:
+    """A recording script of scripts/, loaded as a module (its writers build the files)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -117,21 +116,13 @@ def test_plan_adds_each_adapter_to_its_devices(adapters: dict[str, str]) -> None
 
 def test_a_file_that_is_no_adapter_is_refused(tmp_path: Path, adapters: dict[str, str]) -> None:
     model = tmp_path / "model.gguf"
-    script = _script()
-    oracle = importlib.util.spec_from_file_location(
-        "oracle_writer", ROOT / "scripts" / "llamacpp_oracle.py"
-    )
-    assert oracle is not None
-    assert oracle.loader is not None
-    writer = importlib.util.module_from_spec(oracle)
-    oracle.loader.exec_module(writer)
+    writer = _script("llamacpp_oracle")
     writer.write_gguf(writer.CASES[0], model)
     with pytest.raises(SpecError, match="not a LoRA adapter"):
         read_lora(str(model), 4)
     # an adapter of a deeper model than the one planned: layer 3 of a 2-layer model
     with pytest.raises(SpecError, match="adapts no weight of a 2-layer model"):
         read_lora(adapters["lora-attn-r64-f32"], 2)
-    assert script.CASES
     result = runner.invoke(
         app,
         ["plan", "llama-3.1-8b", "--gpu", "rtx-4090", "-e", "llama.cpp", "-c", "8K",

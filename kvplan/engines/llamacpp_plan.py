@@ -288,11 +288,42 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
     """Every buffer of ``ask`` with its ``n_ctx`` and ``n_gpu_layers`` as given (None: the
     model's context, all layers)."""
     _checked(spec, ask)
-    n_layer = spec.num_hidden_layers
-    ngl = n_layer + 1 if ask.n_gpu_layers is None else min(ask.n_gpu_layers, n_layer + 1)
-    if ask.backend == "cpu":
-        ngl = 0
     n_ctx = ask.n_ctx or spec.max_position_embeddings or FIT_CTX
+    kv, placed = _context(spec, ask, n_ctx, ask.n_gpu_layers, _moved(spec, ask))
+    if ask.backend == "cpu" and _gguf_path(ask) is not None:
+        _exact_host_model(ask, placed)
+    _add_compute(spec, ask, kv, placed)
+    if ask.draft is not None:
+        _add_draft(spec, ask, n_ctx, placed)
+    for path in ask.loras:
+        _add_lora(spec, ask, path, placed)
+    headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
+    printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
+    printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
+    ngl = _gpu_layers(spec, ask.n_gpu_layers, ask.backend)
+    return LlamaCppPlan(
+        spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
+        headroom if ask.backend != "cpu" else 0, kv, solved, spec,
+    )  # fmt: skip
+
+
+def _gpu_layers(spec: ModelSpec, n_gpu_layers: int | None, backend: str) -> int:
+    """The layers on the GPUs: as asked, at most every layer and the output one (None: all of
+    them), none on the CPU backend."""
+    n_layer = spec.num_hidden_layers
+    ngl = n_layer + 1 if n_gpu_layers is None else min(n_gpu_layers, n_layer + 1)
+    return 0 if backend == "cpu" else ngl
+
+
+def _context(
+    spec: ModelSpec,
+    ask: LlamaCppAsk,
+    n_ctx: int,
+    n_gpu_layers: int | None,
+    moved: list[dict[int | None, int]],
+) -> tuple[EngineResult, Layout]:
+    """One model's cache of ``n_ctx`` cells in ``ask``'s cache types and its layout with
+    ``n_gpu_layers`` on the GPUs (None: all, the output layer too; none on the CPU backend)."""
     kv = llamacpp.kv_cache(
         spec,
         n_ctx=n_ctx,
@@ -308,28 +339,15 @@ def budget(spec: ModelSpec, gpu: GPU, ask: LlamaCppAsk, *, solved: str = "fits")
         spec,
         kv,
         backend=ask.backend,
-        n_gpu_layers=ngl,
+        n_gpu_layers=_gpu_layers(spec, n_gpu_layers, ask.backend),
         split=ask.split,
         split_mode=ask.split_mode,
         no_kv_offload=ask.no_kv_offload,
         use_mmap=ask.use_mmap,
         n_seq_max=ask.n_seq_max,
-        moved=_moved(spec, ask),
+        moved=moved,
     )
-    if ask.backend == "cpu" and _gguf_path(ask) is not None:
-        _exact_host_model(ask, placed)
-    _add_compute(spec, ask, kv, placed)
-    if ask.draft is not None:
-        _add_draft(spec, ask, n_ctx, placed)
-    for path in ask.loras:
-        _add_lora(spec, ask, path, placed)
-    headroom = ask.overhead_bytes if ask.overhead_bytes is not None else FIT_TARGET_BYTES
-    printed_ctx = int(kv.engine_log.get("cells", 0) or kv.engine_log.get("swa_cells", 0))
-    printed_ctx *= 1 if ask.kv_unified else int(kv.engine_log.get("streams", 1))
-    return LlamaCppPlan(
-        spec.name, gpu, ask, printed_ctx or n_ctx, ngl, placed, _capacity(gpu, ask),
-        headroom if ask.backend != "cpu" else 0, kv, solved, spec,
-    )  # fmt: skip
+    return kv, placed
 
 
 def _add_draft(spec: ModelSpec, ask: LlamaCppAsk, n_ctx: int, placed: Layout) -> None:
@@ -340,32 +358,8 @@ def _add_draft(spec: ModelSpec, ask: LlamaCppAsk, n_ctx: int, placed: Layout) ->
     assert draft is not None
     draft.check(spec)
     dspec = draft.spec
-    n_layer = dspec.num_hidden_layers
-    ngl = n_layer + 1 if draft.n_gpu_layers is None else min(draft.n_gpu_layers, n_layer + 1)
-    kv = llamacpp.kv_cache(
-        dspec,
-        n_ctx=n_ctx,
-        n_seq_max=ask.n_seq_max,
-        n_ubatch=ask.n_ubatch,
-        cache_type_k=draft.type_k,
-        cache_type_v=draft.type_v,
-        swa_full=ask.swa_full,
-        flash_attn=ask.fa,
-        kv_unified=ask.kv_unified,
-    )
-    own = layout(
-        dspec,
-        kv,
-        backend=ask.backend,
-        n_gpu_layers=0 if ask.backend == "cpu" else ngl,
-        split=ask.split,
-        split_mode=ask.split_mode,
-        no_kv_offload=ask.no_kv_offload,
-        use_mmap=ask.use_mmap,
-        n_seq_max=ask.n_seq_max,
-        moved=[],
-    )
     own_ask = replace(ask, model=draft.model, type_k=draft.type_k, type_v=draft.type_v, draft=None)
+    kv, own = _context(dspec, own_ask, n_ctx, draft.n_gpu_layers, [])
     _add_compute(dspec, own_ask, kv, own)
     for use, drafts in zip(placed.devices, own.devices, strict=True):
         use.draft_bytes += drafts.total_bytes
@@ -393,13 +387,7 @@ def draft_args(ask: LlamaCppAsk) -> list[str]:
         return []
     flag, value = model_source(draft.model, draft.spec).args
     words = ["-hfd" if flag == "-hf" else "-md", value]
-    layers = draft.spec.num_hidden_layers + 1
-    words += [
-        "-ngld",
-        str(layers if draft.n_gpu_layers is None else min(draft.n_gpu_layers, layers)),
-    ]
-    if ask.backend == "cpu":
-        words[-1] = "0"
+    words += ["-ngld", str(_gpu_layers(draft.spec, draft.n_gpu_layers, ask.backend))]
     if (draft.type_k, draft.type_v) != ("f16", "f16"):
         words += ["-ctkd", draft.type_k, "-ctvd", draft.type_v]
     if draft.draft_max != DEFAULT_DRAFT_MAX:
