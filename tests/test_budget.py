@@ -453,3 +453,32 @@ def test_assertion_described_in_its_unit(
 
     r = AssertionResult("d", assertion, required, actual, False, None, unit)
     assert r.described == described
+
+
+LORA = """\
+deployments:
+  - name: adapters
+    model: llama-3.1-8b
+    gpu: h100
+    engine: vllm
+    max_model_len: 8K
+    enable_lora: true
+    max_loras: 4
+    lora_target_modules: [qkv_proj, o_proj]
+    expect:
+      min_concurrency: 1
+"""
+
+
+def test_a_budget_asks_lora_slots_as_plan_does(tmp_path: Path) -> None:
+    budget = write(tmp_path, LORA)
+    doc = json.loads(runner.invoke(app, ["check", str(budget), "-f", "json"]).stdout)
+    args = ["plan", "llama-3.1-8b", "--gpu", "h100", "-e", "vllm", "-c", "8K", "--enable-lora"]
+    args += ["--max-loras", "4", "--lora-target-modules", "qkv_proj,o_proj", "-f", "json"]
+    planned = json.loads(runner.invoke(app, args).stdout)
+    assert doc["results"][0]["actual"] == planned["answer"]["max_concurrency"]
+    # a LoRA key an engine does not read is refused by name, as plan refuses the flag
+    other = write(tmp_path, LORA.replace("engine: vllm", "engine: trtllm"))
+    result = runner.invoke(app, ["check", str(other)])
+    assert result.exit_code == 2
+    assert "--enable-lora: not read by --engine trtllm" in result.stderr

@@ -202,6 +202,24 @@ class Deployment(BaseModel):
         description="vLLM: --speculative-config as vLLM takes it ({method: mtp,"
         " num_speculative_tokens: 3}); a drafter's model is a catalog name, never a path.",
     )
+    enable_lora: bool | None = Field(
+        None, strict=True, description="vLLM and SGLang: LoRA adapter slots (--enable-lora)."
+    )
+    max_loras: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = Field(
+        None, description="vLLM: adapters in one batch (--max-loras, default 1)."
+    )
+    max_loras_per_batch: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = Field(
+        None, description="SGLang: adapter slots (--max-loras-per-batch, default 8)."
+    )
+    max_lora_rank: Annotated[int, Field(ge=1, le=4096, strict=True)] | None = Field(
+        None, description="vLLM and SGLang: the largest adapter rank (--max-lora-rank)."
+    )
+    lora_target_modules: list[Annotated[str, Field(max_length=40)]] | None = Field(
+        None, max_length=32, description="The modules adapters target ([qkv_proj, o_proj])."
+    )
+    fully_sharded_loras: bool | None = Field(
+        None, strict=True, description="vLLM: both adapter halves split over TP ranks."
+    )
     expect: Expect = Field(description="The assertions.")
 
 
@@ -427,6 +445,14 @@ def _question(
         language_model_only=d.language_model_only,
         speculative_config=_speculative(d),
         calibration=calibration,
+        enable_lora=d.enable_lora,
+        max_loras=d.max_loras,
+        max_loras_per_batch=d.max_loras_per_batch,
+        max_lora_rank=d.max_lora_rank,
+        lora_target_modules=(
+            None if d.lora_target_modules is None else ",".join(d.lora_target_modules)
+        ),
+        fully_sharded_loras=d.fully_sharded_loras,
         device_fixed=True,
     )
 
