@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -113,6 +113,32 @@ def read_head(path: str | Path, num_bytes: int) -> bytes:
     try:
         with os.fdopen(fd, "rb") as f:
             return f.read(num_bytes)
+    except OSError as e:
+        raise _cannot(path, e) from None
+
+
+def iter_lines(
+    path: str | Path, *, max_line_bytes: int, max_bytes: int
+) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of each line of the regular file ``path``, read as a stream
+    (one line in memory at a time). Raises SpecError naming the file for one larger than
+    ``max_bytes``, and naming the line for a line longer than ``max_line_bytes``."""
+    shown = str(path)
+    fd = _open_regular(path)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_size > max_bytes:
+                limit = max_bytes // 2**20
+                raise SpecError(shown, [f"cannot read: larger than {limit:,} MiB, the most read"])
+            number = 0
+            while line := f.readline(max_line_bytes + 1):
+                number += 1
+                if len(line) > max_line_bytes:
+                    raise SpecError(
+                        f"{shown}:{number}",
+                        [f"a line longer than {max_line_bytes // 2**20} MiB, the most read"],
+                    )
+                yield number, line
     except OSError as e:
         raise _cannot(path, e) from None
 

@@ -28,6 +28,7 @@ FLOORS = (
     "speed",
     "engines",
     "planner",
+    "cache_sim",
     "answers",
     "gate",
     "logs",
