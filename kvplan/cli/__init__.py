@@ -1,7 +1,7 @@
 """The ``kvplan`` command: parse arguments, call the library, show the result. Errors become
 exit codes.
 
-One module per command group (``calc``: calc, models, show; ``plan``: plan, gpus;
+One module per command group (``calc``: calc, models, show; ``plan``: plan, gpus; ``simulate``;
 ``engines``: reconcile, flags; ``budget``: check, diff, schema; ``importing``: import,
 architectures; ``probe``; ``perf``: perf, compare, chart), each command a short function that
 parses its options, calls one library function and hands the result to a view
@@ -14,7 +14,7 @@ heavy, so that ``kvplan --help`` and a ``calc`` start about as fast as typer its
 """
 
 # Importing a command module registers its commands on ``app``.
-from kvplan.cli import budget, calc, engines, importing, perf, plan, probe
+from kvplan.cli import budget, calc, engines, importing, perf, plan, probe, simulate
 from kvplan.cli.common import (
     COMMAND_EXIT_CODES,
     ExitCode,
@@ -43,4 +43,5 @@ __all__ = [
     "perf",
     "plan",
     "probe",
+    "simulate",
 ]
