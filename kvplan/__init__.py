@@ -97,7 +97,7 @@ _LAZY: dict[str, str] = {
     "list_prices": "kvplan.hardware.costs",
     "ProbeResult": "kvplan.probe.measure",
     "run_probe": "kvplan.probe.measure",
-    "EngineFlags": "kvplan.answers.flags",
+    "EngineFlags": "kvplan.answers.flags_target",
     "recommend": "kvplan.answers.flags",
     "Reconciliation": "kvplan.logs.reconcile",
     "read_log": "kvplan.logs.reconcile",
@@ -122,7 +122,8 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from kvplan.answers.flags import EngineFlags, recommend
+    from kvplan.answers.flags import recommend
+    from kvplan.answers.flags_target import EngineFlags
     from kvplan.answers.performance import (
         Alternative,
         Comparison,

@@ -32,16 +32,15 @@ gets no flags at all: what it would need is said in words.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
+from kvplan.answers.flags_target import EngineFlags, Target
+from kvplan.answers.flags_vllm import vllm_extra_flags, vllm_settings
 from kvplan.answers.question import OVERRIDE_FLAGS, engine_refuses_length, parse_hf_overrides
 from kvplan.arguments import (
     as_fraction,
-    as_instance,
     as_int,
     as_parallel,
     as_sequence,
@@ -54,7 +53,6 @@ from kvplan.engines import llamacpp, sglang, tgi, vllm
 from kvplan.engines.llamacpp_layout import layer_split
 from kvplan.engines.vllm_calibration import Calibration
 from kvplan.engines.vllm_lora import VllmLora
-from kvplan.engines.vllm_speculative import Speculative, parse_speculative_config
 from kvplan.errors import KvplanError, UnitError
 from kvplan.hardware.gpus import GPU
 from kvplan.hardware.lookup import as_gpu
@@ -88,50 +86,7 @@ _TGI_BLOCK_SIZE = tgi.BLOCK_SIZES["paged"]
 MAX_CONCURRENCY = 1 << 24
 
 
-@dataclass(frozen=True, slots=True)
-class EngineFlags:
-    """One engine's command-line flags for the target, and what they make it allocate.
-
-    Bytes are per GPU (the fullest GPU for llama.cpp): ``weights_bytes`` placed there,
-    ``required_bytes`` = weights + cache + the engine's modelled overhead, ``budget_bytes``
-    the memory the engine lets itself use there. ``reason`` says why it does not fit ("" when
-    it fits); ``flags`` is empty unless the engine fits, so no value it would refuse is shown.
-    """
-
-    engine: str
-    flags: tuple[str, ...]
-    kv_cache_bytes: int
-    fits: bool
-    note: str
-    reason: str = ""
-    model_dtype: str = ""
-    kv_cache_dtype: str = ""
-    dtype_reason: str = ""
-    weights_bytes: int = 0
-    required_bytes: int = 0
-    budget_bytes: int = 0
-    num_gpus: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    spec: ModelSpec
-    gpu: GPU
-    length: int
-    n: int
-    tp: int
-    kv: str | None
-    quantization: str | None
-    util: Fraction
-    hf_overrides: str | None = None  # as given; its trained length is ``trained``
-    trained: int | None = None
-    model_as_typed: str = ""  # the model as the user typed it (a .gguf path, a Hub repo)
-    calibration: Calibration | None = None  # vLLM's budget terms fitted on this site
-    speculative: Speculative | None = None  # vLLM's --speculative-config
-    lora: VllmLora | None = None  # vLLM's --enable-lora slots
-
-
-_Answer = Callable[[_Target], "EngineFlags"]
+_Answer = Callable[[Target], "EngineFlags"]
 
 
 def recommend(
@@ -199,29 +154,15 @@ def recommend(
     model_weights(model, quantization=quant)  # a spec without num_parameters fails here, once
     trained = parse_hf_overrides(hf_overrides) if hf_overrides else model.max_position_embeddings
     extended = (hf_overrides, trained, model_as_typed or "")
-    speculative = None
-    if speculative_config is not None:
-        as_str(speculative_config, "speculative_config", "the JSON of --speculative-config")
-    if lora is not None:
-        as_instance(lora, VllmLora, "lora", "a VllmLora")
-    for flag, value in (("--speculative-config", speculative_config), ("--enable-lora", lora)):
-        if value is not None and tuple(wanted) != ("vllm",):
-            raise UnitError(f"{flag}: vLLM's setting; it applies with --engine vllm")
-    if speculative_config is not None:
-        speculative = parse_speculative_config(speculative_config)
-    if calibration is not None:
-        as_instance(calibration, Calibration, "calibration", "a Calibration (kvplan calibrate)")
-        if "vllm" not in wanted:
-            raise UnitError("--calibration: vLLM's budget terms; it applies with --engine vllm")
-        calibration.check_site(device.name, vllm.DEFAULT_VERSION, tp)
-    target = _Target(
-        model, device, length, n, tp, kv, quant, util, *extended, calibration, speculative, lora
+    own = vllm_settings(
+        tuple(map(str, wanted)), device.name, tp, calibration, speculative_config, lora
     )
+    target = Target(model, device, length, n, tp, kv, quant, util, *extended, *own)
     answer = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp, "tgi": _tgi}
     return tuple(_guarded(name, answer[name], target) for name in ENGINES if name in wanted)
 
 
-def _guarded(name: str, answer: _Answer, t: _Target) -> EngineFlags:
+def _guarded(name: str, answer: _Answer, t: Target) -> EngineFlags:
     """``answer(t)``; a profile that does not cover the model is that engine's miss alone."""
     try:
         return answer(t)
@@ -260,7 +201,7 @@ def _tp_problem(spec: ModelSpec, tp: int, engine: str) -> str:
     return ""
 
 
-def _kv_flag(engine: str, table: dict[str, str], t: _Target, cache: CacheDTypes) -> tuple[str, str]:
+def _kv_flag(engine: str, table: dict[str, str], t: Target, cache: CacheDTypes) -> tuple[str, str]:
     """``(flag value, problem)``: the engine's --kv-cache-dtype for the cache ("" for auto)."""
     if t.kv in PER_TOKEN_HEAD:
         return t.kv, ""  # vLLM's own layout (cache_dtypes refuses it for the other engines)
@@ -277,7 +218,7 @@ _LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
 
 
 def _admit(
-    engine: str, table: dict[str, str], t: _Target
+    engine: str, table: dict[str, str], t: Target
 ) -> tuple[CacheDTypes, str, EngineFlags | None]:
     """The engine's cache dtypes and --kv-cache-dtype value for the target, or its refusal
     (a cache dtype it has no flag for, or a TP its head split does not allow)."""
@@ -291,7 +232,7 @@ def _admit(
     return cache, kv_value, _refused(engine, t, cache, problem) if problem else None
 
 
-def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineFlags:
+def _refused(name: str, t: Target, cache: CacheDTypes, problem: str) -> EngineFlags:
     return EngineFlags(
         name,
         (),
@@ -308,7 +249,7 @@ def _refused(name: str, t: _Target, cache: CacheDTypes, problem: str) -> EngineF
 
 def _verdict(
     engine: str,
-    t: _Target,
+    t: Target,
     cache: CacheDTypes,
     flags: tuple[str, ...],
     kv_cache_bytes: int,
@@ -341,12 +282,12 @@ def _verdict(
     )
 
 
-def _weights(t: _Target, cache: CacheDTypes) -> Weights:
+def _weights(t: Target, cache: CacheDTypes) -> Weights:
     return model_weights(t.spec, cache.model.name, t.quantization)
 
 
 def _shared_flags(
-    flags: list[str], t: _Target, tp_flag: str, kv_value: str, quantization_flag: str
+    flags: list[str], t: Target, tp_flag: str, kv_value: str, quantization_flag: str
 ) -> str:
     """Append the flags every server engine takes in its own name (tensor parallelism, cache
     dtype, on-the-fly fp8 weights) to ``flags``; return the weights note."""
@@ -362,7 +303,7 @@ def _shared_flags(
     return quant_note
 
 
-def _quantization_note(t: _Target, engine_flag: str | None) -> tuple[list[str], str]:
+def _quantization_note(t: Target, engine_flag: str | None) -> tuple[list[str], str]:
     """The engine's quantization flag (on-the-fly fp8 only) and a note for the others."""
     if t.quantization is None:
         return [], ""
@@ -383,7 +324,7 @@ def _sum(*parts: tuple[str, int]) -> str:
     return f"{terms} = {_gib(sum(num_bytes for _, num_bytes in parts))}"
 
 
-def _vllm(t: _Target) -> EngineFlags:
+def _vllm(t: Target) -> EngineFlags:
     cache, kv_value, refused = _admit("vllm", _VLLM_KV, t)
     if refused is not None:
         return refused
@@ -408,7 +349,7 @@ def _vllm(t: _Target) -> EngineFlags:
     budget = fraction_of(t.gpu.memory_bytes, t.util)
     fits = used <= budget
     flags = [f"--kv-cache-memory={need}", f"--max-model-len={t.length}", f"--max-num-seqs={t.n}"]
-    flags += _vllm_extra_flags(t)
+    flags += vllm_extra_flags(t.speculative, t.lora)
     quant_note = _shared_flags(flags, t, "--tensor-parallel-size", kv_value, "--quantization")
     figures = _sum(
         ("weights", overhead.weights_bytes),
@@ -435,31 +376,11 @@ def _vllm(t: _Target) -> EngineFlags:
     )
 
 
-def _vllm_extra_flags(t: _Target) -> list[str]:
-    """vLLM's speculative decoding and LoRA flags of the target, as given."""
-    out = []
-    if t.speculative is not None:
-        doc: dict[str, object] = {"method": t.speculative.method}
-        if t.speculative.num_speculative_tokens:
-            doc["num_speculative_tokens"] = t.speculative.num_speculative_tokens
-        if t.speculative.draft is not None:
-            doc["model"] = t.speculative.draft.hf_id or t.speculative.draft.name
-        out.append(f"--speculative-config={shlex.quote(json.dumps(doc))}")
-    if t.lora is not None:
-        out += ["--enable-lora", f"--max-loras={t.lora.max_loras}"]
-        out.append(f"--max-lora-rank={t.lora.max_lora_rank}")
-        if t.lora.target_modules:
-            out.append("--lora-target-modules " + " ".join(t.lora.target_modules))
-        if t.lora.fully_sharded:
-            out.append("--fully-sharded-loras")
-    return out
-
-
 def _thousandths(value: int) -> str:
     return f"{value // 1000}.{value % 1000:03d}"
 
 
-def _sglang(t: _Target) -> EngineFlags:
+def _sglang(t: Target) -> EngineFlags:
     cache, kv_value, refused = _admit("sglang", _SGLANG_KV, t)
     if refused is not None:
         return refused
@@ -504,7 +425,7 @@ def _sglang(t: _Target) -> EngineFlags:
     )
 
 
-def _llamacpp_cache(t: _Target, model: DType) -> tuple[CacheDTypes, str]:
+def _llamacpp_cache(t: Target, model: DType) -> tuple[CacheDTypes, str]:
     """The cache llama.cpp is told to keep, and a problem ("" when it has that type)."""
     if t.kv is None:
         f16 = resolve_dtype("float16")
@@ -524,7 +445,7 @@ def _llamacpp_cache(t: _Target, model: DType) -> tuple[CacheDTypes, str]:
     return CacheDTypes(model, asked, asked, f"cache {_GGML_KV[asked.name]} as given"), ""
 
 
-def _llamacpp(t: _Target) -> EngineFlags:
+def _llamacpp(t: Target) -> EngineFlags:
     """llama.cpp's verdict is ``kvplan plan --engine llama.cpp``'s for the same setting
     (``llamacpp_plan.budget``: every layer on the GPUs, compute and output buffers, the
     ``--fit-target`` headroom), so flags and plan give one answer."""
@@ -585,7 +506,7 @@ def _llamacpp(t: _Target) -> EngineFlags:
     )
 
 
-def _llamacpp_limits(t: _Target) -> str:
+def _llamacpp_limits(t: Target) -> str:
     """Why llama.cpp cannot take ``-c N x L`` at all ("" when it can); ``-np`` past
     ``LLAMA_MAX_SEQ`` and too many GPUs are ``llamacpp_plan.budget``'s to refuse."""
     if t.n * t.length >= 2**32:
@@ -593,7 +514,7 @@ def _llamacpp_limits(t: _Target) -> str:
     return ""
 
 
-def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
+def _llamacpp_flags(t: Target, cache_type: str) -> tuple[str, ...]:
     from kvplan.engines.llamacpp_plan import model_source
 
     flags = [f"-c {t.n * t.length}", f"-np {t.n}", f"-ctk {cache_type}", f"-ctv {cache_type}"]
@@ -609,7 +530,7 @@ def _llamacpp_flags(t: _Target, cache_type: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _tgi(t: _Target) -> EngineFlags:
+def _tgi(t: Target) -> EngineFlags:
     cache, kv_value, refused = _admit("tgi", _TGI_KV, t)
     if refused is not None:
         return refused

@@ -134,71 +134,89 @@ def simulate_prefix_cache(
             f"block_tokens {block_tokens}: must divide the trace's {MOONCAKE_BLOCK_TOKENS}-token"
             " blocks"
         )
-    result = PrefixCacheResult()
-    pool = _Pool(num_blocks)
-    waiting: deque[TraceRequest] = deque()
-    running: list[tuple[int, int, list[int]]] = []  # (finish ms, order, slots)
-    order = 0
+    replay = _Replay(num_blocks, block_tokens, service_ms, keep_evictions)
+    for request in requests:
+        # every finish before this arrival frees blocks, and the queue moves at each one
+        while replay.running and replay.running[0][0] <= request.timestamp_ms:
+            replay.step(replay.running[0][0])
+        replay.waiting.append(request)
+        replay.admit(request.timestamp_ms)
+    while replay.running:  # the rest finish; the queue moves at each finish
+        replay.step(replay.running[0][0])
+    return replay.result
 
-    def finish_until(now: int) -> None:
-        while running and running[0][0] <= now:
-            _, _, slots = heapq.heappop(running)
+
+@dataclass(slots=True)
+class _Replay:
+    """One replay's state: the pool, the queue of requests waiting, the running ones
+    (finish ms, arrival order, their blocks) and the totals."""
+
+    num_blocks: int
+    block_tokens: int
+    service_ms: ServiceModel
+    keep: bool
+    pool: _Pool = field(init=False)
+    result: PrefixCacheResult = field(default_factory=PrefixCacheResult)
+    waiting: deque[TraceRequest] = field(default_factory=deque)
+    running: list[tuple[int, int, list[int]]] = field(default_factory=list)
+    order: int = 0
+
+    def __post_init__(self) -> None:
+        self.pool = _Pool(self.num_blocks)
+
+    def step(self, now: int) -> None:
+        """Finish every request due by ``now``, then admit what then fits."""
+        pool = self.pool
+        while self.running and self.running[0][0] <= now:
+            _, _, slots = heapq.heappop(self.running)
             for slot in reversed(slots):
                 pool.users[slot] -= 1
                 if not pool.users[slot]:
                     del pool.users[slot]
                     pool.free[slot] = pool.names.get(slot)
+        self.admit(now)
 
-    def admit(now: int) -> None:
-        nonlocal order
-        while waiting:
-            request = waiting[0]
-            names = list(block_names(request, block_tokens))
-            total = -(-(request.input_tokens + request.output_tokens) // block_tokens)
-            if total > num_blocks:
-                waiting.popleft()
-                result.num_refused += 1
+    def admit(self, now: int) -> None:
+        """Admit the waiting requests, first come first served, while the head fits."""
+        pool, bs = self.pool, self.block_tokens
+        while self.waiting:
+            request = self.waiting[0]
+            names = list(block_names(request, bs))
+            total = -(-(request.input_tokens + request.output_tokens) // bs)
+            if total > self.num_blocks:
+                self.waiting.popleft()
+                self.result.num_refused += 1
                 continue
-            hits = pool.hit(names[: reusable_blocks(request, block_tokens)])
+            hits = pool.hit(names[: reusable_blocks(request, bs)])
             in_queue = sum(1 for slot in hits if slot in pool.free)
             if total - len(hits) > pool.num_free - in_queue:
                 return
-            waiting.popleft()
-            for slot in hits:
-                pool.free.pop(slot, None)
-                pool.users[slot] = pool.users.get(slot, 0) + 1
-            slots = list(hits)
-            for index in range(len(hits), total):
-                slot = pool.take(result, keep_evictions)
-                pool.users[slot] = 1
-                if index < len(names) and names[index] not in pool.cached:
-                    # a full input block is cached once computed (a name already cached in
-                    # another block, past a hit cut short, keeps that block)
-                    pool.cached[names[index]] = slot
-                    pool.names[slot] = names[index]
-                slots.append(slot)
-            hit_tokens = len(hits) * block_tokens
-            result.num_requests += 1
-            result.input_tokens += request.input_tokens
-            result.hit_tokens += hit_tokens
-            result.wait_ms += now - request.timestamp_ms
-            took = as_int(service_ms(request, request.input_tokens - hit_tokens), "service_ms")
-            heapq.heappush(running, (now + took, order, slots))
-            order += 1
-            result.peak_running = max(result.peak_running, len(running))
+            self.waiting.popleft()
+            self._start(request, names, hits, total, now)
 
-    for request in requests:
-        # every finish before this arrival frees blocks, and the queue moves at each one
-        while running and running[0][0] <= request.timestamp_ms:
-            now = running[0][0]
-            finish_until(now)
-            admit(now)
-        waiting.append(request)
-        admit(request.timestamp_ms)
-    while waiting or running:
-        if not running:  # nothing holds blocks and the head still does not fit: cannot happen
-            break
-        now = running[0][0]
-        finish_until(now)
-        admit(now)
-    return result
+    def _start(
+        self, request: TraceRequest, names: list[Name], hits: list[int], total: int, now: int
+    ) -> None:
+        pool, result = self.pool, self.result
+        for slot in hits:
+            pool.free.pop(slot, None)
+            pool.users[slot] = pool.users.get(slot, 0) + 1
+        slots = list(hits)
+        for index in range(len(hits), total):
+            slot = pool.take(result, self.keep)
+            pool.users[slot] = 1
+            if index < len(names) and names[index] not in pool.cached:
+                # a full input block is cached once computed (a name already cached in
+                # another block, past a hit cut short, keeps that block)
+                pool.cached[names[index]] = slot
+                pool.names[slot] = names[index]
+            slots.append(slot)
+        hit_tokens = len(hits) * self.block_tokens
+        result.num_requests += 1
+        result.input_tokens += request.input_tokens
+        result.hit_tokens += hit_tokens
+        result.wait_ms += now - request.timestamp_ms
+        took = as_int(self.service_ms(request, request.input_tokens - hit_tokens), "service_ms")
+        heapq.heappush(self.running, (now + took, self.order, slots))
+        self.order += 1
+        result.peak_running = max(result.peak_running, len(self.running))

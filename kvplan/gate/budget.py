@@ -397,8 +397,7 @@ def calibration_for(
     d: Deployment, calibrations: Sequence[Calibration], device: GPU | None = None
 ) -> Calibration | None:
     """The calibration of ``calibrations`` fitted on deployment ``d``'s site (a vLLM
-    deployment's GPU, release line and TP size), or None; ``device``: ``d``'s GPU, when
-    already found."""
+    deployment's GPU, release line and TP size; ``device``: its GPU, if found), or None."""
     if d.engine != "vllm" or d.kv_cache_memory is not None or not calibrations:
         return None
     device = device or _device(d)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kvplan.answers.flags import EngineFlags
     from kvplan.answers.plans import TokenPoolPlan, VllmPlan
     from kvplan.engines.base import EngineResult
-    from kvplan.engines.llamacpp_plan import LlamaCppPlan
+    from kvplan.engines.llamacpp_plan import LlamaCppAsk, LlamaCppPlan
     from kvplan.engines.vllm import VllmResult
     from kvplan.logs.reconcile import Difference, Reconciliation
     from kvplan.model.spec import ModelSpec
@@ -393,6 +393,34 @@ def flags_view(doc: dict[str, Any]) -> list[RenderableType]:
     return out
 
 
+def _llamacpp_settings(a: LlamaCppAsk) -> dict[str, Any]:
+    """The llama-server settings of a plan, the draft model's and the adapters' with them."""
+    return {
+        "n_ubatch": a.n_ubatch,
+        "n_batch": a.n_batch,
+        "flash_attn": a.fa,
+        "type_k": a.type_k,
+        "type_v": a.type_v,
+        "n_seq_max": a.n_seq_max,
+        "kv_unified": a.kv_unified,
+        "swa_full": a.swa_full,
+        "use_mmap": a.use_mmap,
+        "no_kv_offload": a.no_kv_offload,
+        "split_mode": a.split_mode,
+        "tensor_split": [str(s) for s in a.split],
+        "draft": None
+        if a.draft is None
+        else {
+            "model": a.draft.spec.name,
+            "n_gpu_layers": a.draft.n_gpu_layers,
+            "type_k": a.draft.type_k,
+            "type_v": a.draft.type_v,
+            "draft_max": a.draft.draft_max,
+        },
+        "loras": list(a.loras),
+    }
+
+
 def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
     """``kvplan plan --engine llama.cpp --format json``: every buffer per device, the answer
     and the llama-server line that realises it."""
@@ -418,30 +446,7 @@ def llamacpp_plan_to_dict(p: LlamaCppPlan, spec: ModelSpec) -> dict[str, Any]:
         "headroom_bytes": p.headroom_bytes,
         "kv_cache_bytes": p.kv.kv_cache_bytes,
         "weights_exact": layer_weights(spec).exact,
-        "settings": {
-            "n_ubatch": a.n_ubatch,
-            "n_batch": a.n_batch,
-            "flash_attn": a.fa,
-            "type_k": a.type_k,
-            "type_v": a.type_v,
-            "n_seq_max": a.n_seq_max,
-            "kv_unified": a.kv_unified,
-            "swa_full": a.swa_full,
-            "use_mmap": a.use_mmap,
-            "no_kv_offload": a.no_kv_offload,
-            "split_mode": a.split_mode,
-            "tensor_split": [str(s) for s in a.split],
-            "draft": None
-            if a.draft is None
-            else {
-                "model": a.draft.spec.name,
-                "n_gpu_layers": a.draft.n_gpu_layers,
-                "type_k": a.draft.type_k,
-                "type_v": a.draft.type_v,
-                "draft_max": a.draft.draft_max,
-            },
-            "loras": list(a.loras),
-        },
+        "settings": _llamacpp_settings(a),
         "devices": [
             {
                 "device": d.name,
