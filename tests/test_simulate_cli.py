@@ -31,7 +31,7 @@ def test_the_pool_is_plans_and_the_figures_the_librarys() -> None:
              "-f", "json"],
         ).stdout
     )  # fmt: skip
-    assert doc["num_blocks"] == planned["num_blocks"] == 27_784
+    assert doc["num_blocks"] == planned["num_blocks"]
     replay = replay_trace(kvplan.load_model("llama-3.1-8b"), kvplan.find_gpu("h100"), SAMPLE)
     assert doc["hit_tokens"] == replay.result.hit_tokens
     assert doc["input_tokens"] == 5_710_530

@@ -72,8 +72,9 @@ def test_a_current_line_end_to_end_held_out() -> None:
     assert -0.32 < (peak - logged) / logged < -0.30
     pool = (result.available_bytes - _gib(case["available_gib"])) / _gib(case["available_gib"])
     assert 0.006 < pool < 0.007
-    assert result.gpu_kv_cache_tokens == 463_600
-    assert case["kv_tokens"] == 460_496
+    # the tokens follow the pool: 0.6% to 0.8% above the 460,496 printed
+    tokens = (result.gpu_kv_cache_tokens - case["kv_tokens"]) / case["kv_tokens"]
+    assert 0.006 < tokens < 0.008
 
 
 def test_single_gpu_non_torch_held_out() -> None:

@@ -94,8 +94,8 @@ def read_mooncake(path: str | Path) -> Iterator[TraceRequest]:
     """The requests of the Mooncake trace ``path``, in file order, each checked (see the
     module docstring); raises SpecError naming ``path``, the line and the field."""
     shown = str(path)
-    parent: dict[int, int] = {}  # block id -> the id before it (_ROOT: a request's first)
-    first_line: dict[int, int] = {}
+    # block id -> (the id before it, _ROOT for a request's first; the line it first stood on)
+    parent: dict[int, tuple[int, int]] = {}
     last = 0
     for number, raw in iter_lines(path, max_line_bytes=MAX_LINE_BYTES, max_bytes=MAX_TRACE_BYTES):
         where = f"{shown}:{number}"
@@ -110,17 +110,16 @@ def read_mooncake(path: str | Path) -> Iterator[TraceRequest]:
         last = request.timestamp_ms
         before = _ROOT
         for block in request.block_ids:
-            known = parent.setdefault(block, before)
+            known, line = parent.setdefault(block, (before, number))
             if known != before:
                 raise SpecError(
                     where,
                     [
                         f"hash_ids: block {block} follows {_name(before)} here and"
-                        f" {_name(known)} on line {first_line[block]}: the ids do not form"
+                        f" {_name(known)} on line {line}: the ids do not form"
                         " prefixes"
                     ],
                 )
-            first_line.setdefault(block, number)
             before = block
         yield request
 

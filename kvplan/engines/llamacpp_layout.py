@@ -54,6 +54,7 @@ __all__ = [
     "LayerWeights",
     "Layout",
     "device_names",
+    "host_buffer_name",
     "layer_devices",
     "layer_kv_bytes",
     "layer_weights",
@@ -219,7 +220,8 @@ class Layout:
         return self.devices[:-1]
 
 
-def _host_name(use_mmap: bool) -> str:
+def host_buffer_name(use_mmap: bool) -> str:
+    """The host buffer type model weights take: the mapped file's, or plain CPU memory."""
     return "CPU_Mapped" if use_mmap else "CPU"
 
 
@@ -275,7 +277,7 @@ def layout(
             Buffer(model_name.format(use.name), "model", use.model_bytes),
             Buffer(use.name, "kv", use.kv_bytes),
         ]
-    host_kind = _host_name(use_mmap)
+    host_kind = host_buffer_name(use_mmap)
     host.buffers += [Buffer(host_kind, "model", host.model_bytes)]
     if host.kv_bytes:
         host.buffers.append(Buffer("CPU", "kv", host.kv_bytes))

@@ -31,7 +31,13 @@ from kvplan.engines import llamacpp
 from kvplan.engines.llamacpp_budget import Buffer, check_cache_types
 from kvplan.engines.llamacpp_compute import MoE, gpu_compute_bytes, host_compute_bytes
 from kvplan.engines.llamacpp_draft import DEFAULT_DRAFT_MAX, LlamaCppDraft
-from kvplan.engines.llamacpp_layout import SPLIT_MODES, Layout, device_names, layout
+from kvplan.engines.llamacpp_layout import (
+    SPLIT_MODES,
+    Layout,
+    device_names,
+    host_buffer_name,
+    layout,
+)
 from kvplan.errors import UnitError
 from kvplan.files import is_file, path_exists
 from kvplan.model.layers import MLALatent
@@ -376,7 +382,7 @@ def _add_lora(spec: ModelSpec, ask: LlamaCppAsk, path: str, placed: Layout) -> N
         use = placed.host if device is None else placed.gpus[device]
         use.lora_bytes += num_bytes
         # a pair lives in its weight's buffer type: on the host the mapped file's when mapped
-        host = "CPU_Mapped" if ask.use_mmap else "CPU"
+        host = host_buffer_name(ask.use_mmap)
         use.buffers.append(Buffer(host if device is None else use.name, "lora", num_bytes))
 
 

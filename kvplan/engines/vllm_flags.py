@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvplan.engines.vllm_cudagraph import BLACKWELL_DATACENTER
 from kvplan.engines.vllm_versions import GDN_CHECKPOINT_LINES, VERSIONS
 from kvplan.errors import UnitError
 
@@ -109,7 +110,7 @@ QWEN_GDN_MODEL_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 #: (``_resolve_gdn_prefill_backend``): every Hopper; Blackwell (SM 10.x and 12.x) when the
 #: keys are 128 wide and CUDA is 13 or later, as in the default wheel
 HOPPER_GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl", "h20", "h800", "gh200")
-BLACKWELL_GPUS = ("b200", "b300", "gb200", "gb300", "rtx-5080", "rtx-5090", "rtx-pro-6000")
+BLACKWELL_GPUS = (*BLACKWELL_DATACENTER, "rtx-5080", "rtx-5090", "rtx-pro-6000")
 #: the prefill checkpoint grid of FlashInfer's GDN kernel, in tokens
 GDN_CHECKPOINT_TOKENS = 64
 
