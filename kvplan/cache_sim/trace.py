@@ -151,13 +151,15 @@ def reusable_blocks(request: TraceRequest, block_tokens: int) -> int:
 
 
 def prefix_reuse(
-    requests: Iterable[TraceRequest], block_tokens: int = MOONCAKE_BLOCK_TOKENS
+    requests: Iterable[TraceRequest],
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+    trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
 ) -> PrefixReuse:
     """Count, request by request, the longest run of first blocks of ``block_tokens`` tokens
     an earlier request computed (``reusable_blocks`` at most): with no eviction each is a
     hit. A block is named by the trace block that holds it and its place there, so
-    ``block_tokens`` must divide 512."""
-    per = MOONCAKE_BLOCK_TOKENS // block_tokens
+    ``block_tokens`` must divide the trace's ``trace_block_tokens``."""
+    per = trace_block_tokens // block_tokens
     seen: set[tuple[int, int]] = set()
     count = total = hits = 0
     for request in requests:
