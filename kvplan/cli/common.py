@@ -73,8 +73,8 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     " sites, an unreadable log, or --output exists without --force",
     "flags": "0 at least one engine holds the target (or the one asked for does); 1 none does;"
     " 2 bad input; 3 --gpu local with no GPU found",
-    "simulate": "0 replayed; 2 a bad trace (the line and field named), model or GPU"
-    "; 3 --gpu local with no GPU found",
+    "simulate": "0 replayed; 2 a bad trace (the line and field named), model, GPU, tier"
+    " or link; 3 --gpu local with no GPU found",
     "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU"
     "; 3 --gpu local with no GPU found",
     "import": "0 written or printed; 2 invalid config, or the output exists without --force;"
