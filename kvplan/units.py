@@ -273,6 +273,14 @@ def parse_bytes(text: str | int) -> int:
     return _check_int(_scaled(number, scale)[0], "memory size")
 
 
+def parse_rate(text: str) -> int:
+    """A bandwidth in bytes per second: ``64GB/s`` = 64 x 10^9, ``25GiB/s`` = 25 x 2^30 (the
+    units of ``parse_bytes``, then ``/s``). Raises UnitError for anything else."""
+    if not isinstance(text, str) or not text.strip().endswith("/s"):
+        raise UnitError(f"cannot read bandwidth {abbreviate(text)}; write e.g. 64GB/s")
+    return parse_bytes(text.strip()[:-2])
+
+
 # An int longer than sys.int_info.default_max_str_digits (4,300) cannot even be turned into
 # decimal text; past this many bits (about 3,900 digits) it is shown as 1.23e+5000 instead.
 _MAX_EXACT_BITS = 13_000

@@ -1,34 +1,81 @@
 """``kvplan simulate TRACE``: a request trace replayed through vLLM's prefix cache on the pool
-vLLM gives a deployment (kvplan.cache_sim.prefix), each request held for the time the roofline
-gives its prefill and its decode (kvplan.answers.performance, as ``kvplan perf`` estimates).
+vLLM gives a deployment (kvplan.cache_sim.prefix), with lower tiers (host memory, local disk, a
+remote pool) below it, each request held for the time the roofline gives its prefill and its
+decode (kvplan.answers.performance, as ``kvplan perf`` estimates) plus its loads.
 
-The service model, one request at a time: the input tokens not found in the cache at the
-prefill rate of the trace's mean prompt, then each output token at the decode step of one
-sequence of that length. Batching would share those steps; the model keeps requests in the
-pool as long as a lone request would stay, so it errs toward more waiting, not fewer hits.
+The service model, one request at a time: the input tokens found in no tier at the prefill
+rate of the trace's mean prompt, each output token at the decode step of one sequence of that
+length, and each block loaded from a tier its bytes over the tier's link. Batching would share
+those steps; the model keeps requests in the pool as long as a lone request would stay, so it
+errs toward more waiting, not fewer hits.
+
+Tier links, per GPU, one direction: host memory over the system's ``host_link_bytes_per_s``
+(PCIe or NVLink-C2C), disk at the node's ``disk_bytes_per_s`` shared by its GPUs, a remote pool
+over ``scale_out_bytes_per_s`` (the catalog system of the GPU; kvplan.hardware.systems), unless
+the caller gives the link. A block's bytes are those of one block of every KV cache group
+(``page_bytes x group_size x num_groups``), what an offload moves for 16 tokens; the pool
+is vLLM's blocks less its null block (from 0.32), over the groups a block of tokens takes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvplan.cache_sim.prefix import PrefixCacheResult, simulate_prefix_cache
-from kvplan.cache_sim.trace import TraceRequest, read_mooncake
+from kvplan.arguments import as_bytes, as_instance, as_str, as_values
+from kvplan.cache_sim.formats import TRACE_FORMATS, detect_format, read_trace
+from kvplan.cache_sim.prefix import LowerTier, PrefixCacheResult, simulate_prefix_cache
+from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest
+from kvplan.errors import KvplanError, UnitError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from kvplan.hardware.gpus import GPU
     from kvplan.model.spec import ModelSpec
 
-__all__ = ["TraceReplay", "replay_trace"]
+__all__ = ["TIER_NAMES", "CurvePoint", "TierSize", "TraceReplay", "hit_rate_curve", "replay_trace"]
+
+#: the lower tiers a replay takes, top first
+TIER_NAMES = ("host", "disk", "remote")
+#: the sizes of a curve, as multiples of the tier's size asked
+CURVE_MULTIPLES = (
+    Fraction(0),
+    Fraction(1, 8),
+    Fraction(1, 4),
+    Fraction(1, 2),
+    Fraction(1),
+    Fraction(2),
+    Fraction(4),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TierSize:
+    """A lower tier asked for: ``host``, ``disk`` or ``remote``, its size in bytes for the
+    GPU, and its link in bytes/s (None: the catalog system's for the GPU)."""
+
+    name: str
+    size_bytes: int
+    bytes_per_s: int | None = None
+
+    def __post_init__(self) -> None:
+        as_str(self.name, "name")
+        if self.name not in TIER_NAMES:
+            raise UnitError(f"tier {self.name!r}: expected one of {', '.join(TIER_NAMES)}")
+        as_bytes(self.size_bytes, "size_bytes")
+        if self.bytes_per_s is not None:
+            as_bytes(self.bytes_per_s, "bytes_per_s", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
 class TraceReplay:
-    """A replay: the deployment's pool (blocks of ``block_tokens``), the service rates (seconds
-    a prefilled token, seconds a decode step, prefill FLOPs a token) and the totals."""
+    """A replay: the deployment's pool (blocks of ``block_tokens``, ``block_bytes`` each), the
+    service rates (seconds a prefilled token, seconds a decode step, prefill FLOPs a token),
+    the lower tiers with their links and the totals."""
 
     model: str
     gpu: str
@@ -38,21 +85,157 @@ class TraceReplay:
     decode_seconds_per_token: Fraction
     prefill_flops_per_token: int
     result: PrefixCacheResult
+    block_bytes: int = 0
+    tiers: tuple[TierSize, ...] = ()
 
     @property
     def saved_flops(self) -> int:
-        """Prefill FLOPs the hits spare, at the mean prompt's FLOPs a token."""
-        return self.result.hit_tokens * self.prefill_flops_per_token
+        """Prefill FLOPs the GPU's hits and the tiers' loads spare, at the mean prompt's."""
+        return self.result.reused_tokens * self.prefill_flops_per_token
 
 
-def _mean_prompt(path: str | Path) -> tuple[int, int]:
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """One replay of a curve: the size of the tier varied (bytes, blocks) and the totals."""
+
+    size_bytes: int
+    num_blocks: int
+    result: PrefixCacheResult
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What every replay of one deployment shares: the pool, the rates, the tiers' links."""
+
+    model: str
+    gpu: str
+    num_blocks: int
+    block_tokens: int
+    block_bytes: int
+    prefill: Fraction
+    decode: Fraction
+    flops: int
+    tiers: tuple[TierSize, ...]
+    read: Callable[[], Iterator[TraceRequest]]
+    trace_block_tokens: int
+
+    def service_ms(self, request: TraceRequest, computed: int) -> int:
+        seconds = computed * self.prefill + request.output_tokens * self.decode
+        return -(-seconds.numerator * 1000 // seconds.denominator)
+
+    def run(self, num_blocks: int, tiers: Sequence[TierSize]) -> PrefixCacheResult:
+        lower = [
+            LowerTier(
+                t.name,
+                t.size_bytes // self.block_bytes,
+                Fraction(self.block_bytes, t.bytes_per_s or 1),
+            )
+            for t in tiers
+        ]
+        return simulate_prefix_cache(
+            self.read(),
+            num_blocks=num_blocks,
+            block_tokens=self.block_tokens,
+            service_ms=self.service_ms,
+            tiers=lower,
+            trace_block_tokens=self.trace_block_tokens,
+        )
+
+
+def _scan(read: Callable[[], Iterator[TraceRequest]]) -> tuple[int, int]:
     """The trace's mean input and its longest request (input and output), in tokens."""
     count = total = longest = 0
-    for request in read_mooncake(path):
+    for request in read():
         count += 1
         total += request.input_tokens
         longest = max(longest, request.input_tokens + request.output_tokens)
     return (total // count if count else 1), max(longest, 1)
+
+
+def _format(path: str | Path, asked: str) -> str:
+    """The trace's format: ``asked`` (``token-ids`` or ``token_ids`` alike), or its first
+    line's for ``auto``."""
+    name = as_str(asked, "trace_format").strip().lower().replace("-", "_")
+    if name == "auto":
+        return detect_format(path)
+    if name not in TRACE_FORMATS:
+        shown = ", ".join(f.replace("_", "-") for f in TRACE_FORMATS)
+        raise UnitError(f"trace format {asked!r}: expected auto, {shown}")
+    return name
+
+
+def _links(gpu: GPU, tiers: Sequence[TierSize]) -> tuple[TierSize, ...]:
+    """The tiers with their links: given, else the catalog system's for ``gpu``."""
+    from kvplan.hardware.systems import system_for_gpu
+
+    system = system_for_gpu(gpu)
+    out = []
+    for tier in tiers:
+        if tier.bytes_per_s is None:
+            rate = 0
+            if system is not None:
+                rate = {
+                    "host": system.host_link_bytes_per_s,
+                    "disk": system.disk_bytes_per_s // system.gpus_per_node,
+                    "remote": system.scale_out_bytes_per_s,
+                }[tier.name]
+            if not rate:
+                raise KvplanError(
+                    f"tier {tier.name}: the catalog has no {tier.name} link for {gpu.name};"
+                    f" give it (e.g. --link {tier.name}=64GB/s)"
+                )
+            tier = replace(tier, bytes_per_s=rate)
+        out.append(tier)
+    return tuple(out)
+
+
+def _setup(
+    spec: ModelSpec,
+    gpu: GPU,
+    path: str | Path,
+    tiers: Sequence[TierSize],
+    settings: tuple[Fraction, str | None, str | None],
+    trace_format: str,
+) -> _Setup:
+    from kvplan.answers.performance import perf
+    from kvplan.engines import vllm
+
+    for tier in as_values(tiers, "tiers", "a sequence of TierSize"):
+        as_instance(tier, TierSize, "tiers", "TierSize values")
+    names = [t.name for t in tiers]
+    if names != [n for n in TIER_NAMES if n in names]:
+        raise UnitError(f"tiers: each at most once, in the order {', '.join(TIER_NAMES)}")
+    utilization, kv_cache_dtype, version = settings
+    fmt = _format(path, trace_format)
+    block = vllm.config(1).block_size  # the blocks vLLM hashes, as a token-id trace is named
+
+    trace_block = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else block
+
+    def read() -> Iterator[TraceRequest]:
+        return read_trace(path, fmt, trace_block)
+
+    mean, longest = _scan(read)
+    cfg = vllm.config(
+        min(longest, spec.max_position_embeddings or longest),
+        gpu_memory_utilization=utilization,
+        kv_cache_dtype=kv_cache_dtype,
+        version=vllm.resolve_version(version).line,
+    )
+    pool = vllm.profile(spec, gpu, cfg)
+    speed = perf(spec, gpu, context_tokens=mean, prompt_tokens=mean, engine="vllm")
+    return _Setup(
+        spec.name,
+        gpu.name,
+        pool.fit_blocks // pool.num_groups,
+        cfg.block_size,
+        pool.page_bytes * pool.group_size * pool.num_groups,
+        speed.prefill.estimate_seconds / mean,
+        speed.decode.estimate_seconds,
+        speed.prefill.flops // mean,
+        _links(gpu, tiers),
+        read,
+        trace_block,
+    )
 
 
 def replay_trace(
@@ -63,37 +246,61 @@ def replay_trace(
     gpu_memory_utilization: Fraction = Fraction(9, 10),
     kv_cache_dtype: str | None = None,
     version: str | None = None,
+    tiers: Sequence[TierSize] = (),
+    trace_format: str = "auto",
 ) -> TraceReplay:
-    """Replay the Mooncake trace ``path`` through vLLM's prefix cache of ``spec`` on ``gpu``
-    (one GPU, its pool as ``vllm.profile`` gives it for the trace's longest request, at most
-    the model's trained length). Raises SpecError naming the trace's line for a bad trace."""
-    from kvplan.answers.performance import perf
-    from kvplan.engines import vllm
-
-    mean, longest = _mean_prompt(path)
-    trained = spec.max_position_embeddings or longest
-    cfg = vllm.config(
-        min(longest, trained),
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_dtype=kv_cache_dtype,
-        version=vllm.resolve_version(version).line,
+    """Replay the trace ``path`` through vLLM's prefix cache of ``spec`` on ``gpu`` (one GPU,
+    its pool as ``vllm.profile`` gives it for the trace's longest request, at most the model's
+    trained length) and the lower ``tiers`` below it (host, disk, remote, in that order).
+    ``trace_format``: mooncake, token-ids, prefix-groups or auto (from the first line; see
+    kvplan.cache_sim.formats). Raises SpecError naming the trace's line for a bad
+    trace, KvplanError for a tier whose link the catalog lacks."""
+    s = _setup(
+        spec, gpu, path, tiers, (gpu_memory_utilization, kv_cache_dtype, version), trace_format
     )
-    pool = vllm.profile(spec, gpu, cfg)
-    speed = perf(spec, gpu, context_tokens=mean, prompt_tokens=mean, engine="vllm")
-    prefill = speed.prefill.estimate_seconds / mean
-    decode = speed.decode.estimate_seconds
-    flops = speed.prefill.flops // mean
-
-    def service_ms(request: TraceRequest, computed: int) -> int:
-        seconds = computed * prefill + request.output_tokens * decode
-        return -(-seconds.numerator * 1000 // seconds.denominator)
-
-    result = simulate_prefix_cache(
-        read_mooncake(path),
-        num_blocks=pool.num_gpu_blocks,
-        block_tokens=cfg.block_size,
-        service_ms=service_ms,
-    )
+    result = s.run(s.num_blocks, s.tiers)
     return TraceReplay(
-        spec.name, gpu.name, pool.num_gpu_blocks, cfg.block_size, prefill, decode, flops, result
+        s.model,
+        s.gpu,
+        s.num_blocks,
+        s.block_tokens,
+        s.prefill,
+        s.decode,
+        s.flops,
+        result,
+        s.block_bytes,
+        s.tiers,
     )
+
+
+def hit_rate_curve(
+    spec: ModelSpec,
+    gpu: GPU,
+    path: str | Path,
+    *,
+    gpu_memory_utilization: Fraction = Fraction(9, 10),
+    kv_cache_dtype: str | None = None,
+    version: str | None = None,
+    tiers: Sequence[TierSize] = (),
+    multiples: Sequence[Fraction] = CURVE_MULTIPLES,
+    trace_format: str = "auto",
+) -> tuple[str, list[CurvePoint]]:
+    """How the hit rate grows with the lowest tier's size (the GPU pool's when no tier is
+    given; its multiples above 1 are pools no GPU of the kind holds, shown as what more memory
+    would buy): the tier varied and one replay per multiple of its size."""
+    s = _setup(
+        spec, gpu, path, tiers, (gpu_memory_utilization, kv_cache_dtype, version), trace_format
+    )
+    points = []
+    for multiple in as_values(multiples, "multiples", "a sequence of Fractions"):
+        if not isinstance(multiple, Fraction | int) or multiple < 0:
+            raise UnitError("multiples: expected Fractions of at least 0")
+        if s.tiers:
+            last = s.tiers[-1]
+            size = int(last.size_bytes * multiple)
+            result = s.run(s.num_blocks, (*s.tiers[:-1], replace(last, size_bytes=size)))
+            points.append(CurvePoint(size, size // s.block_bytes, result))
+        elif multiple > 0:
+            blocks = max(1, int(s.num_blocks * multiple))
+            points.append(CurvePoint(blocks * s.block_bytes, blocks, s.run(blocks, ())))
+    return (s.tiers[-1].name if s.tiers else "gpu"), points

@@ -93,7 +93,7 @@ class PrefixCacheResult:
     """A replay's totals: requests served and refused (longer than the pool), input tokens,
     those found cached on the GPU, blocks evicted from the GPU's cache, the most requests
     running at once, the time requests waited for blocks and spent loading from lower tiers
-    (ms, summed), and each lower tier's totals."""
+    (ms, summed, and the most one request spent loading), and each lower tier's totals."""
 
     num_requests: int = 0
     num_refused: int = 0
@@ -103,6 +103,7 @@ class PrefixCacheResult:
     peak_running: int = 0
     wait_ms: int = 0
     load_ms: int = 0
+    max_load_ms: int = 0
     tiers: list[TierResult] = field(default_factory=list)
     evictions: list[Name] = field(default_factory=list)  # in order, when kept
 
@@ -413,6 +414,7 @@ class _Replay:
         result.wait_ms += now - request.timestamp_ms
         load_ms = -(-loads.numerator * 1000 // loads.denominator)
         result.load_ms += load_ms
+        result.max_load_ms = max(result.max_load_ms, load_ms)
         took = as_int(self.service_ms(request, request.input_tokens - reused * bs), "service_ms")
         unnamed = total - sum(count for _, count in held)
         heapq.heappush(self.running, (now + took + load_ms, self.order, held, unnamed))

@@ -160,18 +160,24 @@ def prefix_reuse(
     hit. A block is named by the trace block that holds it and its place there, so
     ``block_tokens`` must divide the trace's ``trace_block_tokens``."""
     per = trace_block_tokens // block_tokens
-    seen: set[tuple[int, int]] = set()
+    seen: dict[int, int] = {}  # trace block -> its first blocks computed so far
     count = total = hits = 0
     for request in requests:
         count += 1
         total += request.input_tokens
-        names = [
-            (request.block_ids[i // per], i % per)
-            for i in range(request.input_tokens // block_tokens)
+        full = request.input_tokens // block_tokens
+        named = [
+            (b, min(per, full - i * per))
+            for i, b in enumerate(request.block_ids[: -(-full // per)])
         ]
-        run = 0
-        while run < min(len(names), reusable_blocks(request, block_tokens)) and names[run] in seen:
-            run += 1
-        hits += run * block_tokens
-        seen.update(names)
-    return PrefixReuse(count, total, hits, len(seen))
+        left = reusable_blocks(request, block_tokens)
+        for block, blocks in named:
+            have = min(seen.get(block, 0), blocks, left)
+            hits += have * block_tokens
+            left -= have
+            if have < blocks:
+                break
+        for block, blocks in named:
+            if seen.get(block, 0) < blocks:
+                seen[block] = blocks
+    return PrefixReuse(count, total, hits, sum(seen.values()))
