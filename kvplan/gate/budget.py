@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
     StrictStr,
-    WithJsonSchema,
 )
 
 from kvplan.answers.plans import answer
@@ -38,15 +36,14 @@ from kvplan.arguments import (
     wrong_type,
 )
 from kvplan.errors import KvplanError, SpecError, UnitError
-from kvplan.files import path_exists
+from kvplan.gate.fields import ByteSize, TokenCount
+from kvplan.gate.paths import budget_model
+from kvplan.gate.traces import TraceSettings, trace_facts
 from kvplan.model.estimator import bytes_per_token
 from kvplan.units import (
-    abbreviate,
     format_bytes,
     format_tokens,
     fraction_of,
-    parse_bytes,
-    parse_tokens,
 )
 from kvplan.validation import field_names, line_locator, read_yaml, validate
 
@@ -65,46 +62,6 @@ MAX_DEPLOYMENTS = 4096
 Count = Annotated[StrictInt, Field(gt=0, le=MAX_COUNT)]
 Parallel = Annotated[StrictInt, Field(gt=0, le=MAX_PARALLEL)]
 Text = Annotated[StrictStr, Field(max_length=4096)]
-
-
-def _tokens(value: object) -> int:
-    try:
-        return parse_tokens(value if isinstance(value, int | str) else str(value))
-    except KvplanError as e:
-        raise ValueError(str(e)) from None
-
-
-def _bytes(value: object) -> int:
-    try:
-        return parse_bytes(value if isinstance(value, int | str) else str(value))
-    except KvplanError as e:
-        raise ValueError(str(e)) from None
-
-
-TokenCount = Annotated[
-    int,
-    BeforeValidator(_tokens),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "minimum": 0},
-                {"type": "string", "pattern": "^ *[0-9.]+ *[kKmM]? *$"},
-            ]
-        }
-    ),
-]
-ByteSize = Annotated[
-    int,
-    BeforeValidator(_bytes),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "minimum": 0},
-                {"type": "string", "pattern": "^ *[0-9.]+ *([KMGT]i?B|B)? *$"},
-            ]
-        }
-    ),
-]
 
 
 class ContextAtConcurrency(BaseModel):
@@ -139,6 +96,12 @@ class Expect(BaseModel):
         None, description="Token slots the KV pool must hold per GPU (a stage's)."
     )
     fits: StrictBool | None = Field(None, description="Whether the deployment must fit at all.")
+    min_trace_hit_rate: float | None = Field(
+        None, ge=0, le=1, strict=True, description="Share of the trace's input found cached."
+    )
+    max_trace_load_ms: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        None, description="Most ms one request of the trace may spend loading from tiers."
+    )
 
 
 class Deployment(BaseModel):
@@ -220,6 +183,7 @@ class Deployment(BaseModel):
     fully_sharded_loras: bool | None = Field(
         None, strict=True, description="vLLM: both adapter halves split over TP ranks."
     )
+    trace: TraceSettings | None = Field(None, description="A trace to replay (kvplan simulate).")
     expect: Expect = Field(description="The assertions.")
 
 
@@ -268,7 +232,7 @@ class AssertionResult:
     actual: int | bool
     passed: bool
     line: int | None
-    unit: str  # tokens | bytes | requests | bool
+    unit: str  # tokens | bytes | requests | ms | bool
 
     @property
     def margin(self) -> str:
@@ -289,7 +253,7 @@ class AssertionResult:
             return prefix + format_bytes(value)
         if self.unit == "tokens":
             return prefix + format_tokens(value) + " tokens"
-        return f"{prefix}{value:,}"
+        return f"{prefix}{value:,}" + (" ms" if self.unit == "ms" else "")
 
     def exact(self, value: int | bool, *, signed: bool = False) -> str:
         """``value`` once, with its unit, for a report read without the table's columns:
@@ -347,7 +311,7 @@ def deployment_facts(
     """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
     plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length. A vLLM
     deployment on the site of one of ``calibrations`` takes its fitted budget terms."""
-    spec, device = _model(d, base), _device(d)
+    spec, device = budget_model(d.name, d.model, base), _device(d)
     length = d.max_model_len or spec.max_position_embeddings or 0
     per_token = bytes_per_token(spec, d.kv_cache_dtype)
     calibration = calibration_for(d, calibrations, device)
@@ -386,7 +350,7 @@ def context_at_concurrency(
 ) -> int:
     """The longest context ``concurrency`` requests can each reach on deployment ``d``, at
     most its ``max_model_len`` (default: the model's trained length)."""
-    spec, device = _model(d, base), _device(d)
+    spec, device = budget_model(d.name, d.model, base), _device(d)
     calibration = calibration_for(d, calibrations, device)
     found = answer(spec, device, _question(d, None, concurrency, calibration))
     longest = found.verdict.max_context_tokens or 0
@@ -556,6 +520,24 @@ def _checks(d: Deployment, base: Path, calibrations: Sequence[Calibration]) -> l
         ("min_free_memory", expect.min_free_memory, facts.free_memory_bytes or 0, "bytes"),
         ("min_kv_cache_tokens", expect.min_kv_cache_tokens, facts.kv_cache_tokens, "tokens"),
     ]
+    if expect.min_trace_hit_rate is not None or expect.max_trace_load_ms is not None:
+        device = _device(d)
+        if (
+            d.engine != "vllm"
+            or d.tensor_parallel_size * d.pipeline_parallel_size != 1
+            or not device
+        ):
+            raise SpecError(
+                d.name,
+                ["trace: replayed with engine vllm on one gpu (tensor and pipeline size 1)"],
+            )
+        utilization = Fraction(str(d.gpu_memory_utilization))
+        settings = (utilization, d.kv_cache_dtype, d.engine_version)
+        t = trace_facts(d.name, d.trace, (d.model, base), device, settings)
+        rate = expect.min_trace_hit_rate
+        required = None if rate is None else t.required_tokens(rate)
+        stated.append(("min_trace_hit_rate", required, t.reused_tokens, "tokens"))
+        stated.append(("max_trace_load_ms", expect.max_trace_load_ms, t.max_load_ms, "ms"))
     return [
         (key, required, actual, _holds(key, required, actual), unit)
         for key, required, actual, unit in stated
@@ -569,32 +551,3 @@ def _holds(key: str, required: int | bool, actual: int | bool) -> bool:
     if key.startswith("max_"):
         return actual <= required
     return actual >= required
-
-
-def _model(d: Deployment, base: Path) -> Any:
-    """Deployment ``d``'s model: a catalog name (read as a name, never as a path), or a spec
-    file inside the budget's folder ``base``. An absolute path, or one that leaves the folder
-    (``..``, a symbolic link out of it), is refused: a budget from a pull request must not
-    make kvplan read files elsewhere (docs/ci.md, "What a budget may name")."""
-    from kvplan.catalog.lookup import load_model
-
-    name = d.model
-    candidate = base / name
-    looks_like_path = name.endswith(_PATH_SUFFIXES) or name.startswith((".", "/", "~"))
-    if not (looks_like_path or path_exists(candidate)):
-        return load_model(name, paths=False)
-    inside = base.resolve()
-    try:
-        resolved = candidate.resolve()
-    except (OSError, RuntimeError):  # a loop of links
-        resolved = Path("/")
-    if Path(name).is_absolute() or not resolved.is_relative_to(inside):
-        raise UnitError(
-            f"deployment {d.name!r}: model {abbreviate(name)}: a budget names catalog models,"
-            " or spec files inside its own folder; copy the spec beside the budget"
-        )
-    return load_model(resolved)
-
-
-#: What a budget's ``model:`` names as a file (a spec, a config.json, a GGUF)
-_PATH_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")
