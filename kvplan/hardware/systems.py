@@ -8,6 +8,12 @@ process on the first lookup.
 
 Worked example (HGX H100): 8 GPUs a node, all 8 on NVSwitch at 450 GB/s each way per GPU
 (900 GB/s both ways), one 400 Gb/s NIC per GPU between nodes = 50 GB/s.
+
+The links to the tiers below the GPU's memory, for KV cache kept off the GPU: the node's host
+memory (``host_memory_bytes``), one GPU's link to it (``host_link_bytes_per_s``: PCIe Gen5 x16
+= 64 GB/s each way on HGX H100, NVLink-C2C = 450 GB/s on GB200), the node's local NVMe read
+rate (``disk_bytes_per_s``, shared by its GPUs) and, to a remote pool, the network
+(``scale_out_bytes_per_s``). 0 means not known (a system built by ``custom_system``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,13 @@ from kvplan.hardware.gpus import GPU, catalog_gpu, gpu_specs_dir, normalize_gpu_
 
 _DOCS = "docs/hardware.md"
 #: What each key of a system's ``sources`` cites.
-SYSTEM_SOURCE_KEYS = ("gpus", "scale_up", "scale_out")
+SYSTEM_SOURCE_KEYS = ("gpus", "scale_up", "scale_out", "host_memory", "host_link", "disk")
+#: The figure each source key of a tier link cites: its source is required when it is given.
+_LINK_FIGURES = {
+    "host_memory": "host_memory_bytes",
+    "host_link": "host_link_bytes_per_s",
+    "disk": "disk_bytes_per_s",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,9 @@ class System:
     rents_by_node: bool
     source: str
     aliases: tuple[str, ...] = ()
+    host_memory_bytes: int = 0  # the node's DRAM; 0: not known
+    host_link_bytes_per_s: int = 0  # one GPU to host memory, one direction; 0: not known
+    disk_bytes_per_s: int = 0  # the node's local NVMe read, all its GPUs together; 0: not known
 
     def __post_init__(self) -> None:
         check_strs(name=self.name, display_name=self.display_name, source=self.source)
@@ -56,6 +71,9 @@ class System:
         check_ints(
             scale_up_bytes_per_s=self.scale_up_bytes_per_s,
             scale_out_bytes_per_s=self.scale_out_bytes_per_s,
+            host_memory_bytes=self.host_memory_bytes,
+            host_link_bytes_per_s=self.host_link_bytes_per_s,
+            disk_bytes_per_s=self.disk_bytes_per_s,
         )
         check_flags(rents_by_node=self.rents_by_node)
         check_names(aliases=self.aliases)
@@ -135,6 +153,9 @@ def custom_system(gpu: GPU, gpus_per_node: int, base: System | None = None) -> S
             scale_out_bytes_per_s=base.scale_out_bytes_per_s,
             rents_by_node=base.rents_by_node,
             source=base.source,
+            host_memory_bytes=base.host_memory_bytes,
+            host_link_bytes_per_s=base.host_link_bytes_per_s,
+            disk_bytes_per_s=base.disk_bytes_per_s,
         )
     return System(
         name=f"{gpu.name}-x{gpus_per_node}",
@@ -213,13 +234,16 @@ def load_system_file(path: str | Path) -> tuple[System, ...]:
                 rents_by_node=e.rents_by_node,
                 source="; ".join([*parts, *e.notes]),
                 aliases=e.aliases,
+                host_memory_bytes=e.host_memory_bytes or 0,
+                host_link_bytes_per_s=e.host_link_bytes_per_s or 0,
+                disk_bytes_per_s=e.disk_bytes_per_s or 0,
             )
         )
     return tuple(systems)
 
 
 def _check_sources(sources: dict[str, str]) -> dict[str, str]:
-    missing = [k for k in SYSTEM_SOURCE_KEYS if k not in sources]
+    missing = [k for k in SYSTEM_SOURCE_KEYS if k not in sources and k not in _LINK_FIGURES]
     unknown = [k for k in sources if k not in SYSTEM_SOURCE_KEYS]
     if unknown:
         raise ValueError(
@@ -235,7 +259,7 @@ def _file_model() -> tuple[Any, frozenset[str]]:
     """The pydantic model of a systems file and its key names, built on first use."""
     from typing import Annotated
 
-    from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool
+    from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, model_validator
 
     from kvplan.hardware.fields import Label as label
     from kvplan.hardware.fields import Positive as positive
@@ -254,8 +278,19 @@ def _file_model() -> tuple[Any, frozenset[str]]:
         scale_up_bytes_per_s: positive
         scale_out_bytes_per_s: positive
         rents_by_node: StrictBool
+        # the tier links: optional (0, not known), each cited in ``sources`` when given
+        host_memory_bytes: positive | None = None
+        host_link_bytes_per_s: positive | None = None
+        disk_bytes_per_s: positive | None = None
         sources: Annotated[dict[str, text], AfterValidator(_check_sources)]
         notes: tuple[text, ...] = ()
+
+        @model_validator(mode="after")
+        def _cited(self) -> Entry:
+            for key, figure in _LINK_FIGURES.items():
+                if getattr(self, figure) is not None and key not in self.sources:
+                    raise ValueError(f"no source for {figure}; every figure needs its source")
+            return self
 
     class File(BaseModel):
         model_config = ConfigDict(frozen=True, extra="forbid")
