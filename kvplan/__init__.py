@@ -119,6 +119,15 @@ _LAZY: dict[str, str] = {
     "model_weights": "kvplan.model.weights",
     "pipeline_partition": "kvplan.model.weights",
     "load_lengths": "kvplan.answers.workload",
+    "ReloadVsRecompute": "kvplan.answers.tiers",
+    "TierCapacity": "kvplan.answers.tiers",
+    "reload_vs_recompute": "kvplan.answers.tiers",
+    "tier_capacity": "kvplan.answers.tiers",
+    "CurvePoint": "kvplan.answers.simulate",
+    "TierSize": "kvplan.answers.simulate",
+    "TraceReplay": "kvplan.answers.simulate",
+    "hit_rate_curve": "kvplan.answers.simulate",
+    "replay_trace": "kvplan.answers.simulate",
 }
 
 if TYPE_CHECKING:
@@ -134,6 +143,19 @@ if TYPE_CHECKING:
         compare,
         memory_curve,
         perf,
+    )
+    from kvplan.answers.simulate import (
+        CurvePoint,
+        TierSize,
+        TraceReplay,
+        hit_rate_curve,
+        replay_trace,
+    )
+    from kvplan.answers.tiers import (
+        ReloadVsRecompute,
+        TierCapacity,
+        reload_vs_recompute,
+        tier_capacity,
     )
     from kvplan.answers.workload import load_lengths
     from kvplan.catalog.lookup import list_models, load_model
@@ -217,6 +239,7 @@ __all__ = [
     "ChunkedLocalAttention",
     "ClusterPlan",
     "Comparison",
+    "CurvePoint",
     "DType",
     "DecodeStep",
     "Diff",
@@ -243,10 +266,14 @@ __all__ = [
     "ProbeUnavailableError",
     "Reconciliation",
     "RecurrentState",
+    "ReloadVsRecompute",
     "SlidingWindowAttention",
     "SpecError",
     "StagePlan",
     "System",
+    "TierCapacity",
+    "TierSize",
+    "TraceReplay",
     "UnavailableError",
     "UnitError",
     "UnknownEngineError",
@@ -270,6 +297,7 @@ __all__ = [
     "find_gpu",
     "find_system",
     "format_bytes",
+    "hit_rate_curve",
     "import_config",
     "is_cluster_question",
     "json_schema",
@@ -297,10 +325,13 @@ __all__ = [
     "read_log",
     "recommend",
     "reconcile",
+    "reload_vs_recompute",
+    "replay_trace",
     "resolve_dtype",
     "run_probe",
     "sglang_kv_cache",
     "tgi_kv_cache",
+    "tier_capacity",
     "transformers_kv_cache",
     "trtllm_kv_cache",
     "vllm_config",

@@ -116,6 +116,10 @@ def _write_files(folder: Path) -> None:
     (folder / "new.yaml").write_text(TINY_SPEC.replace("layers: 2", "layers: 3"))
     (folder / "budget.yaml").write_text(BUDGET)
     (folder / "lengths.jsonl").write_text('{"prompt_tokens": 100, "output_tokens": 20}\n')
+    (folder / "trace.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 10, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 5, "input_length": 700, "output_length": 10, "hash_ids": [1, 3]}\n'
+    )
     (folder / "hf").mkdir()
     shutil.copy(HERE / "fixtures/hf/llama-3.1-8b/config.json", folder / "hf/config.json")
     shutil.copy(HERE / "data/logs/vllm-0.19-llama-3.1-8b-tp1.log", folder / "vllm.log")
@@ -184,10 +188,14 @@ def _function_arguments(
         "read_log": {"path": "vllm.log"},
         "recommend": {"spec": spec, "gpu": gpu, "max_model_len": 4096, "concurrency": 2},
         "reconcile": {"text": (folder / "vllm.log").read_text()},
+        "reload_vs_recompute": {"spec": spec, "gpu": gpu, "max_tokens": 4096},
+        "replay_trace": {"spec": spec, "gpu": gpu, "path": "trace.jsonl"},
+        "hit_rate_curve": {"spec": spec, "gpu": gpu, "path": "trace.jsonl"},
         "resolve_dtype": {"name": "bfloat16"},
         "run_probe": {"spec": "spec.yaml", "context_tokens": 16},
         "sglang_kv_cache": {"spec": spec, "gpu": gpu},
         "tgi_kv_cache": {"spec": spec, "gpu": gpu, "free_bytes_after_warmup": 16 * 2**30},
+        "tier_capacity": {"spec": spec, "gpu": gpu, "max_model_len": 4096},
         "transformers_kv_cache": {"spec": spec, "context_tokens": 1024},
         "trtllm_kv_cache": {"spec": spec, "gpu": gpu},
         "vllm_config": {"max_model_len": 4096},
@@ -217,6 +225,7 @@ def _class_arguments(gpu: kvplan.GPU) -> dict[str, dict[str, Any]]:
         "SlidingWindowAttention": {**heads, "window": 4096},
         "System": _fields(kvplan.find_system("hgx-h100")),
         "VllmConfig": _fields(kvplan.vllm_config(4096)),
+        "TierSize": {"name": "host", "size_bytes": 2**30},
     }
 
 
@@ -232,6 +241,7 @@ RESULTS = {
     "Candidate",
     "ClusterPlan",
     "Comparison",
+    "CurvePoint",
     "DecodeStep",
     "Diff",
     "EngineFlags",
@@ -247,7 +257,10 @@ RESULTS = {
     "Price",
     "ProbeResult",
     "Reconciliation",
+    "ReloadVsRecompute",
     "StagePlan",
+    "TierCapacity",
+    "TraceReplay",
     "VllmResult",
     "Weights",
 }

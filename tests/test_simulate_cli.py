@@ -139,3 +139,27 @@ def test_a_gpu_whose_system_has_no_disk_figure_asks_for_the_link() -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert "give it (e.g. --link disk=64GB/s)" in result.stderr
+
+
+def test_sglang_replays_its_radix_tree_on_the_pool_plan_gives() -> None:
+    """-e sglang: the token pool plan --engine sglang gives (pages of 1 token), and with a
+    tree that holds every page, the direct count (781,593 tokens at 1-token pages, counted
+    in tests/test_cache_sim_prefix.py's way)."""
+    from test_cache_sim_prefix import _counted
+
+    planned = json.loads(
+        runner.invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100", "-e", "sglang", "-f", "json"])
+        .stdout
+    )  # fmt: skip
+    doc = _run("-e", "sglang")
+    assert doc["engine"] == "sglang"
+    assert (doc["num_blocks"], doc["block_tokens"]) == (planned["kv_cache_tokens"], 1)
+    assert doc["block_bytes"] == 2 * 32 * 8 * 128 * 2
+    big = _run("-e", "sglang", "--gpu", "b200", "--curve")
+    assert big["curve"]["points"][-1]["hit_ratio"] == round(_counted(1) / 5_710_530, 6)
+    result = runner.invoke(
+        app, ["simulate", str(SAMPLE), "-m", "llama-3.1-8b", "--gpu", "h100", "-e", "sglang",
+              "--host-tier", "1TiB"]
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "tiers: not modelled for SGLang's radix cache yet" in result.stderr

@@ -25,9 +25,19 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvplan.arguments import as_bytes, as_instance, as_str, as_values
+from kvplan.arguments import (
+    as_fraction,
+    as_instance,
+    as_int,
+    as_optional_int,
+    as_optional_str,
+    as_path,
+    as_str,
+    as_values,
+)
 from kvplan.cache_sim.formats import TRACE_FORMATS, detect_format, read_trace
 from kvplan.cache_sim.prefix import LowerTier, PrefixCacheResult, simulate_prefix_cache
+from kvplan.cache_sim.radix import simulate_radix_cache
 from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest
 from kvplan.errors import KvplanError, UnitError
 
@@ -66,9 +76,9 @@ class TierSize:
         as_str(self.name, "name")
         if self.name not in TIER_NAMES:
             raise UnitError(f"tier {self.name!r}: expected one of {', '.join(TIER_NAMES)}")
-        as_bytes(self.size_bytes, "size_bytes")
+        as_int(self.size_bytes, "size_bytes")
         if self.bytes_per_s is not None:
-            as_bytes(self.bytes_per_s, "bytes_per_s", minimum=1)
+            as_int(self.bytes_per_s, "bytes_per_s", minimum=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +97,7 @@ class TraceReplay:
     result: PrefixCacheResult
     block_bytes: int = 0
     tiers: tuple[TierSize, ...] = ()
+    engine: str = "vllm"
 
     @property
     def saved_flops(self) -> int:
@@ -118,12 +129,21 @@ class _Setup:
     tiers: tuple[TierSize, ...]
     read: Callable[[], Iterator[TraceRequest]]
     trace_block_tokens: int
+    engine: str = "vllm"
 
     def service_ms(self, request: TraceRequest, computed: int) -> int:
         seconds = computed * self.prefill + request.output_tokens * self.decode
         return -(-seconds.numerator * 1000 // seconds.denominator)
 
     def run(self, num_blocks: int, tiers: Sequence[TierSize]) -> PrefixCacheResult:
+        if self.engine == "sglang":
+            return simulate_radix_cache(
+                self.read(),
+                num_pages=num_blocks,
+                page_tokens=self.block_tokens,
+                service_ms=self.service_ms,
+                trace_block_tokens=self.trace_block_tokens,
+            )
         lower = [
             LowerTier(
                 t.name,
@@ -190,73 +210,139 @@ def _links(gpu: GPU, tiers: Sequence[TierSize]) -> tuple[TierSize, ...]:
 
 
 def _setup(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     path: str | Path,
     tiers: Sequence[TierSize],
-    settings: tuple[Fraction, str | None, str | None],
-    trace_format: str,
+    settings: tuple[Fraction | float | str | None, str | None, str | None],
+    trace: tuple[str, str, int | None],
 ) -> _Setup:
+    """What every replay of one deployment shares (``trace``: the format asked, the engine,
+    SGLang's page size)."""
     from kvplan.answers.performance import perf
+    from kvplan.catalog.lookup import as_spec
     from kvplan.engines import vllm
+    from kvplan.hardware.lookup import as_gpu
 
+    spec, gpu, path = as_spec(spec), as_gpu(gpu), as_path(path, "path")
+    utilization, kv_cache_dtype, version = settings
+    if utilization is not None:
+        utilization = as_fraction(utilization, "gpu_memory_utilization")
+    kv_cache_dtype = as_optional_str(kv_cache_dtype, "kv_cache_dtype")
+    version = as_optional_str(version, "version")
+    settings = (utilization, kv_cache_dtype, version)
+    asked, engine, page_size = trace
+    engine = as_str(engine, "engine")
+    page_size = as_optional_int(page_size, "page_size", minimum=1, maximum=MOONCAKE_BLOCK_TOKENS)
     for tier in as_values(tiers, "tiers", "a sequence of TierSize"):
         as_instance(tier, TierSize, "tiers", "TierSize values")
     names = [t.name for t in tiers]
     if names != [n for n in TIER_NAMES if n in names]:
         raise UnitError(f"tiers: each at most once, in the order {', '.join(TIER_NAMES)}")
-    utilization, kv_cache_dtype, version = settings
-    fmt = _format(path, trace_format)
-    block = vllm.config(1).block_size  # the blocks vLLM hashes, as a token-id trace is named
-
+    if engine not in ("vllm", "sglang"):
+        raise UnitError(f"engine {engine!r}: expected vllm or sglang")
+    if engine == "sglang" and tiers:
+        raise UnitError("tiers: not modelled for SGLang's radix cache yet (HiCache); use vllm")
+    fmt = _format(path, asked)
+    # the blocks the engine hashes or matches, as a token-id trace is named
+    block = vllm.config(1).block_size if engine == "vllm" else page_size or 1
     trace_block = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else block
 
     def read() -> Iterator[TraceRequest]:
         return read_trace(path, fmt, trace_block)
 
     mean, longest = _scan(read)
-    cfg = vllm.config(
-        min(longest, spec.max_position_embeddings or longest),
-        gpu_memory_utilization=utilization,
-        kv_cache_dtype=kv_cache_dtype,
-        version=vllm.resolve_version(version).line,
-    )
-    pool = vllm.profile(spec, gpu, cfg)
+    length = min(longest, spec.max_position_embeddings or longest)
+    if engine == "vllm":
+        pool = _vllm_pool(spec, gpu, length, settings)
+    else:
+        pool = _sglang_pool(spec, gpu, block, settings)
     speed = perf(spec, gpu, context_tokens=mean, prompt_tokens=mean, engine="vllm")
     return _Setup(
         spec.name,
         gpu.name,
-        pool.fit_blocks // pool.num_groups,
-        cfg.block_size,
-        pool.page_bytes * pool.group_size * pool.num_groups,
+        pool[0],
+        block,
+        pool[1],
         speed.prefill.estimate_seconds / mean,
         speed.decode.estimate_seconds,
         speed.prefill.flops // mean,
         _links(gpu, tiers),
         read,
         trace_block,
+        engine,
     )
 
 
+def _vllm_pool(
+    spec: ModelSpec, gpu: GPU, length: int, settings: tuple[Fraction | None, str | None, str | None]
+) -> tuple[int, int]:
+    """vLLM's pool for requests of ``length`` tokens: blocks and the bytes of one."""
+    from kvplan.engines import vllm
+
+    utilization, kv_cache_dtype, version = settings
+    cfg = vllm.config(
+        length,
+        gpu_memory_utilization=Fraction(9, 10) if utilization is None else utilization,
+        kv_cache_dtype=kv_cache_dtype,
+        version=vllm.resolve_version(version).line,
+    )
+    pool = vllm.profile(spec, gpu, cfg)
+    return pool.fit_blocks // pool.num_groups, pool.page_bytes * pool.group_size * pool.num_groups
+
+
+def _sglang_pool(
+    spec: ModelSpec, gpu: GPU, page: int, settings: tuple[Fraction | None, str | None, str | None]
+) -> tuple[int, int]:
+    """SGLang's token pool in pages of ``page`` tokens (``mem_fraction_static`` its own
+    unless given) and the KV bytes of one page's tokens."""
+    from kvplan.engines import sglang
+    from kvplan.model.estimator import bytes_per_token
+
+    utilization, kv_cache_dtype, version = settings
+    result = sglang.kv_cache(
+        spec,
+        gpu,
+        mem_fraction_static=None if utilization is None else float(utilization),
+        kv_cache_dtype=kv_cache_dtype,
+        page_size=page,
+        version=version,
+    )
+    tokens = result.kv_cache_tokens or 0
+    if tokens < page:
+        raise KvplanError(f"SGLang's pool for {spec.name} on {gpu.name} holds no page")
+    return tokens // page, bytes_per_token(spec, kv_cache_dtype) * page
+
+
 def replay_trace(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     path: str | Path,
     *,
-    gpu_memory_utilization: Fraction = Fraction(9, 10),
+    gpu_memory_utilization: Fraction | float | str | None = None,
     kv_cache_dtype: str | None = None,
     version: str | None = None,
     tiers: Sequence[TierSize] = (),
     trace_format: str = "auto",
+    engine: str = "vllm",
+    page_size: int | None = None,
 ) -> TraceReplay:
     """Replay the trace ``path`` through vLLM's prefix cache of ``spec`` on ``gpu`` (one GPU,
     its pool as ``vllm.profile`` gives it for the trace's longest request, at most the model's
     trained length) and the lower ``tiers`` below it (host, disk, remote, in that order).
     ``trace_format``: mooncake, token-ids, prefix-groups or auto (from the first line; see
-    kvplan.cache_sim.formats). Raises SpecError naming the trace's line for a bad
-    trace, KvplanError for a tier whose link the catalog lacks."""
+    kvplan.cache_sim.formats). ``engine`` sglang replays SGLang's radix cache
+    (kvplan.cache_sim.radix) on its token pool in pages of ``page_size`` (default 1), its
+    ``mem_fraction_static`` the utilization when given; tiers are vLLM's only. Raises
+    SpecError naming the trace's line for a bad trace, KvplanError for a tier whose link the
+    catalog lacks."""
     s = _setup(
-        spec, gpu, path, tiers, (gpu_memory_utilization, kv_cache_dtype, version), trace_format
+        spec,
+        gpu,
+        path,
+        tiers,
+        (gpu_memory_utilization, kv_cache_dtype, version),
+        (trace_format, engine, page_size),
     )
     result = s.run(s.num_blocks, s.tiers)
     return TraceReplay(
@@ -270,26 +356,34 @@ def replay_trace(
         result,
         s.block_bytes,
         s.tiers,
+        s.engine,
     )
 
 
 def hit_rate_curve(
-    spec: ModelSpec,
-    gpu: GPU,
+    spec: ModelSpec | str,
+    gpu: GPU | str,
     path: str | Path,
     *,
-    gpu_memory_utilization: Fraction = Fraction(9, 10),
+    gpu_memory_utilization: Fraction | float | str | None = None,
     kv_cache_dtype: str | None = None,
     version: str | None = None,
     tiers: Sequence[TierSize] = (),
     multiples: Sequence[Fraction] = CURVE_MULTIPLES,
     trace_format: str = "auto",
+    engine: str = "vllm",
+    page_size: int | None = None,
 ) -> tuple[str, list[CurvePoint]]:
     """How the hit rate grows with the lowest tier's size (the GPU pool's when no tier is
     given; its multiples above 1 are pools no GPU of the kind holds, shown as what more memory
     would buy): the tier varied and one replay per multiple of its size."""
     s = _setup(
-        spec, gpu, path, tiers, (gpu_memory_utilization, kv_cache_dtype, version), trace_format
+        spec,
+        gpu,
+        path,
+        tiers,
+        (gpu_memory_utilization, kv_cache_dtype, version),
+        (trace_format, engine, page_size),
     )
     points = []
     for multiple in as_values(multiples, "multiples", "a sequence of Fractions"):

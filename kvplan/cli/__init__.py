@@ -2,7 +2,7 @@
 exit codes.
 
 One module per command group (``calc``: calc, models, show; ``plan``: plan, gpus; ``simulate``;
-``engines``: reconcile, flags; ``budget``: check, diff, schema; ``importing``: import,
+``tiers``; ``engines``: reconcile, flags; ``budget``: check, diff, schema; ``importing``: import,
 architectures; ``probe``; ``perf``: perf, compare, chart), each command a short function that
 parses its options, calls one library function and hands the result to a view
 (``kvplan.views``). What they share -- the app, exit codes, the error guard, parser errors
@@ -14,7 +14,7 @@ heavy, so that ``kvplan --help`` and a ``calc`` start about as fast as typer its
 """
 
 # Importing a command module registers its commands on ``app``.
-from kvplan.cli import budget, calc, engines, importing, perf, plan, probe, simulate
+from kvplan.cli import budget, calc, engines, importing, perf, plan, probe, simulate, tiers
 from kvplan.cli.common import (
     COMMAND_EXIT_CODES,
     ExitCode,
@@ -44,4 +44,5 @@ __all__ = [
     "plan",
     "probe",
     "simulate",
+    "tiers",
 ]

@@ -75,6 +75,9 @@ COMMAND_EXIT_CODES: dict[str, str] = {
     " 2 bad input; 3 --gpu local with no GPU found",
     "simulate": "0 replayed; 2 a bad trace (the line and field named), model, GPU, tier"
     " or link; 3 --gpu local with no GPU found",
+    "tiers": "0 printed (and --plot written); 2 bad input, a tier larger than the node's host"
+    " memory, or --plot exists without --force; 3 matplotlib missing for --plot, or --gpu"
+    " local with no GPU found",
     "check": "0 every assertion holds; 1 one fails; 2 invalid budget file, model or GPU"
     "; 3 --gpu local with no GPU found",
     "import": "0 written or printed; 2 invalid config, or the output exists without --force;"

@@ -9,9 +9,9 @@ from kvplan.cli.common import command, emit, guard, option
 from kvplan.cli.options import (
     EngineVersionOpt,
     FormatOpt,
-    GpuMemoryUtilizationOpt,
     GpuOpt,
     KvCacheDtypeOpt,
+    OptionalGpuMemoryUtilizationOpt,
     OutputFormat,
 )
 
@@ -84,6 +84,21 @@ LinkOpt = Annotated[
         show_default=False,
     ),
 ]
+SimulateEngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        "-e",
+        help="vllm (its block pool, LRU of free blocks, with tiers) or sglang (its radix"
+        " tree, LRU of leaves, on its token pool; no tiers yet).",
+    ),
+]
+PageSizeOpt = Annotated[
+    int,
+    typer.Option(
+        "--page-size", min=1, max=512, help="SGLang's --page-size: tokens a page (default 1)."
+    ),
+]
 CurveOpt = Annotated[
     bool,
     typer.Option(
@@ -99,9 +114,11 @@ def simulate(
     trace: TraceArg,
     model: SimulateModelOpt,
     gpu: GpuOpt,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = "0.9",
+    gpu_memory_utilization: OptionalGpuMemoryUtilizationOpt = None,
     kv_cache_dtype: KvCacheDtypeOpt = "auto",
     engine_version: EngineVersionOpt = None,
+    engine: SimulateEngineOpt = "vllm",
+    page_size: PageSizeOpt = 1,
     trace_format: TraceFormatOpt = "auto",
     host_tier: HostTierOpt = None,
     disk_tier: DiskTierOpt = None,
@@ -111,13 +128,13 @@ def simulate(
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Replay a request trace through vLLM's prefix cache on one GPU's pool and the tiers
-    below it: the tokens found cached, loaded from each tier and prefilled, the FLOPs saved,
-    the bytes moved, the blocks evicted.
+    below it, or through SGLang's radix cache: the tokens found cached, loaded from each tier
+    and prefilled, the FLOPs saved, the bytes moved, the blocks evicted.
 
-    The pool is the one vLLM gives the model on the GPU (kvplan plan --engine vllm); requests
-    are admitted first come first served when their blocks fit, hit the longest run of their
-    first blocks cached on the GPU and then in each tier, and evict the least recently freed
-    blocks.
+    The pool is the one the engine gives the model on the GPU (kvplan plan --engine vllm or
+    sglang); requests are admitted first come first served when their blocks fit, hit the
+    longest run of their first blocks cached on the GPU and then in each tier, and evict the
+    least recently freed blocks (SGLang: whole leaves of its tree, least recently accessed).
     """
     from kvplan.answers.simulate import hit_rate_curve, replay_trace
     from kvplan.catalog.lookup import load_model
@@ -127,7 +144,10 @@ def simulate(
     from kvplan.views import simulate as views
 
     def run() -> None:
-        utilization = option("--gpu-memory-utilization", parse_utilization, gpu_memory_utilization)
+        utilization = None
+        if gpu_memory_utilization is not None:
+            text = gpu_memory_utilization
+            utilization = option("--gpu-memory-utilization", parse_utilization, text)
         kv = dtype_option("--kv-cache-dtype", kv_cache_dtype)
         tiers = _tiers({"host": host_tier, "disk": disk_tier, "remote": remote_tier}, link or [])
         spec, device = load_model(model), find_gpu(gpu)
@@ -142,6 +162,8 @@ def simulate(
                 version=engine_version,
                 tiers=tiers,
                 trace_format=trace_format,
+                engine=engine.strip().lower(),
+                page_size=page_size,
             )
 
         replay = ask(replay_trace)

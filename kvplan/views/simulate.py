@@ -64,7 +64,7 @@ def replay_to_dict(
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "trace": trace,
-        "engine": "vllm",
+        "engine": r.engine,
         "model": r.model,
         "gpu": r.gpu,
         "num_blocks": r.num_blocks,
@@ -91,6 +91,10 @@ def replay_to_dict(
     if curve is not None:
         doc["curve"] = _curve(curve)
     return doc
+
+
+_ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+_UNITS = {"vllm": "blocks", "sglang": "pages"}
 
 
 def _percent(part: int, whole: int) -> str:
@@ -173,8 +177,9 @@ def replay_view(doc: dict[str, Any]) -> list[RenderableType]:
         rows.append(("longest load of one request", f"{doc['max_load_ms']:,} ms"))
     columns: list[Column] = [("", "left"), ("", "right")]
     out: list[RenderableType] = [
-        f"[bold]{doc['model']}[/bold] on vLLM, 1 x {doc['gpu']}: {doc['num_blocks']:,} blocks of"
-        f" {doc['block_tokens']} tokens ({format_bytes(doc['block_bytes'])} each), trace"
+        f"[bold]{doc['model']}[/bold] on {_ENGINES[doc['engine']]}, 1 x {doc['gpu']}:"
+        f" {doc['num_blocks']:,} {_UNITS[doc['engine']]} of"
+        f" {doc['block_tokens']} token{'' if doc['block_tokens'] == 1 else 's'} ({format_bytes(doc['block_bytes'])} each), trace"
         f" {doc['trace']}",
         table(columns, rows, show_header=False, key_style="bold"),
     ]
