@@ -1,6 +1,6 @@
 """One question, one answer: every kind of question, asked of every engine profile through every
-command that answers it (plan, check, flags, perf, the library), gives the same figure or an
-explicit refusal naming the setting, and the exit code follows the answer.
+command that answers it (plan, check, flags, perf, tiers, simulate, the library), gives the
+same figure or an explicit refusal naming the setting, and the exit code follows the answer.
 
 The anchors are derived by hand from vLLM's pool for Llama 3.1 8B on one H100 80GB (79.19 GiB
 as CUDA reports it), which tests/test_engine_vllm.py checks against the recorded engine:
@@ -615,3 +615,27 @@ def test_a_length_mix_file_is_answered_alike_or_refused(engine: str, tmp_path: P
     for key in _KEYS:
         assert doc["answer"][key] == getattr(verdict, key), key
     assert code == (0 if verdict.fits else 1)
+
+
+SAMPLE_TRACE = Path(__file__).parent / "data" / "traces" / "mooncake_conversation_400.jsonl"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_tiers_and_simulate_see_plans_gpu_pool(engine: str) -> None:
+    """The GPU pool asked through plan, tiers and simulate, at the trace's longest request:
+    one figure (simulate's vLLM pool less the null block vLLM's block pool keeps)."""
+    from kvplan.cache_sim.trace import read_mooncake
+
+    longest = str(max(r.input_tokens + r.output_tokens for r in read_mooncake(SAMPLE_TRACE)))
+    code, planned = _plan("-e", engine, "-c", longest)
+    assert code == 0
+    tiers = runner.invoke(app, ["tiers", "-m", MODEL, "--gpu", GPU, "-e", engine, "-c", longest,
+                                "-f", "json"])  # fmt: skip
+    assert tiers.exit_code == 0, tiers.stderr
+    gpu_tier = json.loads(tiers.stdout)["tiers"][0]
+    simulated = runner.invoke(app, ["simulate", str(SAMPLE_TRACE), "-m", MODEL, "--gpu", GPU,
+                                    "-e", engine, "-f", "json"])  # fmt: skip
+    assert simulated.exit_code == 0, simulated.stderr
+    pool = json.loads(simulated.stdout)["num_blocks"]
+    held_back = 1 if engine == "vllm" else 0
+    assert planned["num_blocks"] == gpu_tier["num_units"] == pool + held_back

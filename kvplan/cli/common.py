@@ -33,6 +33,7 @@ from kvplan.cli.options import complete_model as complete_model
 
 if TYPE_CHECKING:
     from kvplan.engines.vllm_calibration import Calibration
+    from kvplan.views.charts import Chart
 from kvplan.cli.options import gpu_option as gpu_option
 from kvplan.errors import KvplanError
 from kvplan.progress import set_quiet
@@ -436,3 +437,13 @@ def given_options(ctx: typer.Context) -> frozenset[str]:
     """The parameters of the running command that the user gave (not their defaults)."""
     sources = ((name, ctx.get_parameter_source(name)) for name in ctx.params)
     return frozenset(name for name, source in sources if source and source.name != "DEFAULT")
+
+
+def draw_chart(chart: "Chart", path: str, force: bool) -> None:
+    """Save ``chart`` to ``path`` with matplotlib (refused when it exists without ``force``)."""
+    from kvplan.progress import progress
+    from kvplan.views.charts import save_chart
+
+    with progress(f"drawing {path} with matplotlib"):
+        save_chart(chart, path, force=force)
+    typer.echo(f"wrote {path}", err=True)

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kvplan.cli.common import command, complete_model, emit, guard, option, tokens_option
+from kvplan.cli.common import (
+    command,
+    complete_model,
+    draw_chart,
+    emit,
+    guard,
+    option,
+    tokens_option,
+)
 from kvplan.cli.options import (
     FormatOpt,
     GpuMemoryUtilizationOpt,
@@ -19,7 +27,7 @@ from kvplan.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.views.charts import Chart
+    pass
 
 
 class TierEngine(str, Enum):
@@ -217,16 +225,7 @@ def tiers(
         )
         doc = views.tiers_to_dict(capacity, reload)
         if plot is not None:
-            _draw(views.reload_chart(doc), plot, force)
+            draw_chart(views.reload_chart(doc), plot, force)
         emit(output, lambda: doc, lambda: views.tiers_view(doc))
 
     guard(run)
-
-
-def _draw(chart: "Chart", path: str, force: bool) -> None:
-    from kvplan.progress import progress
-    from kvplan.views.charts import save_chart
-
-    with progress(f"drawing {path} with matplotlib"):
-        save_chart(chart, path, force=force)
-    typer.echo(f"wrote {path}", err=True)

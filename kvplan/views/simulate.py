@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from kvplan.answers.simulate import CurvePoint, TraceReplay
+    from kvplan.views.charts import Chart
 
 
 def _tiers(r: TraceReplay) -> list[dict[str, Any]]:
@@ -179,8 +180,8 @@ def replay_view(doc: dict[str, Any]) -> list[RenderableType]:
     out: list[RenderableType] = [
         f"[bold]{doc['model']}[/bold] on {_ENGINES[doc['engine']]}, 1 x {doc['gpu']}:"
         f" {doc['num_blocks']:,} {_UNITS[doc['engine']]} of"
-        f" {doc['block_tokens']} token{'' if doc['block_tokens'] == 1 else 's'} ({format_bytes(doc['block_bytes'])} each), trace"
-        f" {doc['trace']}",
+        f" {doc['block_tokens']} token{'' if doc['block_tokens'] == 1 else 's'}"
+        f" ({format_bytes(doc['block_bytes'])} each), trace {doc['trace']}",
         table(columns, rows, show_header=False, key_style="bold"),
     ]
     if doc["tiers"]:
@@ -193,3 +194,25 @@ def replay_view(doc: dict[str, Any]) -> list[RenderableType]:
         " recently used evicted"
     )
     return out
+
+
+def curve_chart(doc: dict[str, Any]) -> Chart:
+    """The hit rate (GPU, and all tiers together) against the size of the tier varied."""
+    from kvplan.views.charts import Chart, Series
+
+    curve = doc["curve"]
+    points = curve["points"]
+    xs = tuple(p["size_bytes"] / 2**30 for p in points)
+    series = [Series("GPU", xs, tuple(100 * p["hit_ratio"] for p in points))]
+    if doc["tiers"]:
+        series.append(Series("GPU and tiers", xs, tuple(100 * p["reuse_ratio"] for p in points)))
+    asked = next((t["size_bytes"] for t in doc["tiers"] if t["name"] == curve["tier"]), None)
+    shown = format_bytes(asked if asked is not None else doc["num_blocks"] * doc["block_bytes"])
+    return Chart(
+        title=f"{doc['model']} on {_ENGINES[doc['engine']]}, 1 x {doc['gpu']}: prefix cache hit"
+        f" rate against the {curve['tier']} tier's size",
+        x_label=f"{curve['tier']} size (GiB)",
+        y_label="input tokens found (%)",
+        series=tuple(series),
+        notes=(f"trace {doc['trace']}; the size asked: {shown}",),
+    )
