@@ -93,3 +93,29 @@ def test_an_unbounded_tree_finds_what_the_direct_count_finds(page_tokens: int) -
 def test_a_page_size_that_does_not_divide_the_trace_blocks_is_refused() -> None:
     with pytest.raises(UnitError, match="must divide the trace's 512-token"):
         simulate_radix_cache([], num_pages=10, page_tokens=48, service_ms=_fixed(1))
+
+
+def test_hicaches_host_tier_gives_back_what_the_tree_evicted() -> None:
+    """The host-tier trace of tests/test_cache_sim_tiers.py through SGLang's tree: 2 pages of
+    256 over a host tier of 4 pages, 10 ms a page. Every node the tree evicts is a whole
+    request's, as vLLM's queue evicts them here, so the figures are vLLM's: R3 (R1 again)
+    loads 1 page (256 tokens, 10 ms) from the host, which wrote 8 pages and evicted 4."""
+    from fractions import Fraction
+
+    from kvplan.cache_sim.prefix import LowerTier
+
+    requests = [
+        TraceRequest(0, 512, 0, (1,)),
+        TraceRequest(200, 512, 0, (2,)),
+        TraceRequest(400, 512, 0, (1,)),
+        TraceRequest(1000, 512, 0, (4,)),
+        TraceRequest(2000, 512, 0, (2,)),
+    ]
+    host = [LowerTier("host", 4, Fraction(1, 100))]
+    result = simulate_radix_cache(
+        requests, num_pages=2, page_tokens=256, service_ms=_fixed(100), tiers=host
+    )
+    (tier,) = result.tiers
+    assert (result.hit_tokens, tier.hit_tokens, tier.loaded_blocks) == (0, 256, 1)
+    assert (tier.stored_blocks, tier.evicted_blocks) == (8, 4)
+    assert (result.evicted_blocks, result.load_ms, result.computed_tokens) == (8, 10, 5 * 512 - 256)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import kvplan
@@ -157,9 +158,21 @@ def test_sglang_replays_its_radix_tree_on_the_pool_plan_gives() -> None:
     assert doc["block_bytes"] == 2 * 32 * 8 * 128 * 2
     big = _run("-e", "sglang", "--gpu", "b200", "--curve")
     assert big["curve"]["points"][-1]["hit_ratio"] == round(_counted(1) / 5_710_530, 6)
-    result = runner.invoke(
-        app, ["simulate", str(SAMPLE), "-m", "llama-3.1-8b", "--gpu", "h100", "-e", "sglang",
-              "--host-tier", "1TiB"]
-    )  # fmt: skip
-    assert result.exit_code == 2
-    assert "tiers: not modelled for SGLang's radix cache yet" in result.stderr
+    # HiCache's host tier below it: a page of 1 token is 128 KiB, 1 TiB is 2^23 of them, and
+    # the tree and the tier together find what the trace repeats
+    tiered = _run("-e", "sglang", "--host-tier", "1TiB")
+    assert tiered["tiers"][0]["num_blocks"] == 2**40 // (2 * 32 * 8 * 128 * 2) == 2**23
+    assert tiered["reused_tokens"] == _counted(1)
+
+
+def test_the_curve_drawn_and_not_overwritten(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "curve.png"
+    base = ["simulate", str(SAMPLE), "-m", "llama-3.1-8b", "--gpu", "h100", "--plot", str(out)]
+    result = runner.invoke(app, [*base, "--host-tier", "64GiB"])
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = runner.invoke(app, base)
+    assert again.exit_code == 2
+    assert "exists; pass --force" in again.stderr
+    assert runner.invoke(app, [*base, "--force"]).exit_code == 0

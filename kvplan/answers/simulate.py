@@ -136,14 +136,6 @@ class _Setup:
         return -(-seconds.numerator * 1000 // seconds.denominator)
 
     def run(self, num_blocks: int, tiers: Sequence[TierSize]) -> PrefixCacheResult:
-        if self.engine == "sglang":
-            return simulate_radix_cache(
-                self.read(),
-                num_pages=num_blocks,
-                page_tokens=self.block_tokens,
-                service_ms=self.service_ms,
-                trace_block_tokens=self.trace_block_tokens,
-            )
         lower = [
             LowerTier(
                 t.name,
@@ -152,6 +144,15 @@ class _Setup:
             )
             for t in tiers
         ]
+        if self.engine == "sglang":
+            return simulate_radix_cache(
+                self.read(),
+                num_pages=num_blocks,
+                page_tokens=self.block_tokens,
+                service_ms=self.service_ms,
+                tiers=lower,
+                trace_block_tokens=self.trace_block_tokens,
+            )
         return simulate_prefix_cache(
             self.read(),
             num_blocks=num_blocks,
@@ -241,8 +242,6 @@ def _setup(
         raise UnitError(f"tiers: each at most once, in the order {', '.join(TIER_NAMES)}")
     if engine not in ("vllm", "sglang"):
         raise UnitError(f"engine {engine!r}: expected vllm or sglang")
-    if engine == "sglang" and tiers:
-        raise UnitError("tiers: not modelled for SGLang's radix cache yet (HiCache); use vllm")
     fmt = _format(path, asked)
     # the blocks the engine hashes or matches, as a token-id trace is named
     block = vllm.config(1).block_size if engine == "vllm" else page_size or 1
@@ -333,7 +332,7 @@ def replay_trace(
     ``trace_format``: mooncake, token-ids, prefix-groups or auto (from the first line; see
     kvplan.cache_sim.formats). ``engine`` sglang replays SGLang's radix cache
     (kvplan.cache_sim.radix) on its token pool in pages of ``page_size`` (default 1), its
-    ``mem_fraction_static`` the utilization when given; tiers are vLLM's only. Raises
+    ``mem_fraction_static`` the utilization when given; its tiers are HiCache's. Raises
     SpecError naming the trace's line for a bad trace, KvplanError for a tier whose link the
     catalog lacks."""
     s = _setup(

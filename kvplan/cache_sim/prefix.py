@@ -128,7 +128,7 @@ class PrefixCacheResult:
         return self.reused_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
-def _extend(
+def extend_hit(
     held: Mapping[int, int], named: Sequence[tuple[int, int]], at: tuple[int, int], left: int
 ) -> tuple[tuple[int, int], list[Run]]:
     """Continue a hit from ``at`` (index into ``named``, place in that trace block) over the
@@ -250,7 +250,7 @@ class _Pool:
 
 
 @dataclass(slots=True)
-class _Tier:
+class TierState:
     """A lower tier: each trace block's first blocks held, least recently touched first."""
 
     spec: LowerTier
@@ -309,7 +309,7 @@ def simulate_prefix_cache(
             raise UnitError("tiers: expected LowerTier values")
     replay = _Replay(num_blocks, block_tokens, trace_block_tokens // block_tokens, service_ms)
     replay.keep = keep_evictions
-    replay.tiers = [_Tier(t, TierResult(t.name, t.num_blocks)) for t in tiers]
+    replay.tiers = [TierState(t, TierResult(t.name, t.num_blocks)) for t in tiers]
     replay.result.tiers = [t.result for t in replay.tiers]
     for request in requests:
         # every finish before this arrival frees blocks, and the queue moves at each one
@@ -333,7 +333,7 @@ class _Replay:
     per: int  # pool blocks a trace block
     service_ms: ServiceModel
     keep: bool = False
-    tiers: list[_Tier] = field(default_factory=list)
+    tiers: list[TierState] = field(default_factory=list)
     pool: _Pool = field(init=False)
     result: PrefixCacheResult = field(default_factory=PrefixCacheResult)
     waiting: deque[TraceRequest] = field(default_factory=deque)
@@ -374,7 +374,7 @@ class _Replay:
                 self.result.num_refused += 1
                 continue
             named = self._named(request)
-            at, hits = _extend(pool.cached, named, (0, 0), reusable_blocks(request, bs))
+            at, hits = extend_hit(pool.cached, named, (0, 0), reusable_blocks(request, bs))
             hit = sum(hi for _, _, hi in hits)
             in_queue = sum(max(0, hi - pool.most_held(b)) for b, _, hi in hits)
             if total - hit > pool.num_free - in_queue:
@@ -397,7 +397,7 @@ class _Replay:
         at, hit = reached
         loads, left = Fraction(0), reusable_blocks(request, bs) - hit
         for tier in self.tiers:
-            at, runs = _extend(tier.lru, named, at, left)
+            at, runs = extend_hit(tier.lru, named, at, left)
             found = sum(hi - lo for _, lo, hi in runs)
             left -= found
             tier.result.hit_tokens += found * bs

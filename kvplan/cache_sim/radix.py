@@ -21,19 +21,32 @@ As modelled here:
   and its lock is dropped.
 
 The pool's bookkeeping is per node, and nodes are runs inside one trace block, so a replay
-costs one step per trace block a request passes and per node evicted. Lower tiers (HiCache)
-are not modelled here.
+costs one step per trace block a request passes and per node evicted.
+
+Lower tiers (HiCache's host pool, ``--enable-hierarchical-cache`` with its write-through
+policy, and storage below it) are kept as vLLM's are (kvplan.cache_sim.prefix): every full
+input page a request holds is written to each tier when it is admitted and touched there last
+page first; a hit runs on from the tree into each tier in turn, its pages loaded back
+(``load_back``) over the tier's link and inserted into the tree like computed ones.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from kvplan.arguments import as_int
-from kvplan.cache_sim.prefix import PrefixCacheResult, ServiceModel
+from kvplan.cache_sim.prefix import (
+    LowerTier,
+    PrefixCacheResult,
+    ServiceModel,
+    TierResult,
+    TierState,
+    extend_hit,
+)
 from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, reusable_blocks
 from kvplan.errors import UnitError
 
@@ -187,13 +200,15 @@ def simulate_radix_cache(
     num_pages: int,
     page_tokens: int = 1,
     service_ms: ServiceModel,
+    tiers: Sequence[LowerTier] = (),
     trace_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
     keep_evictions: bool = False,
 ) -> PrefixCacheResult:
     """Replay ``requests`` (in arrival order) through SGLang's radix cache on ``num_pages``
     pages of ``page_tokens`` tokens (a divisor of the trace's blocks), each request held
-    ``service_ms(request, computed_tokens)`` after admission (see the module docstring).
-    Raises UnitError for a page size that does not divide the trace's blocks."""
+    ``service_ms(request, computed_tokens)`` plus its loads from the lower ``tiers`` (sizes in
+    pages) after admission (see the module docstring). Raises UnitError for a page size that
+    does not divide the trace's blocks."""
     as_int(num_pages, "num_pages", minimum=1)
     as_int(page_tokens, "page_tokens", minimum=1)
     as_int(trace_block_tokens, "trace_block_tokens", minimum=1)
@@ -203,6 +218,11 @@ def simulate_radix_cache(
         )
     replay = _Replay(num_pages, page_tokens, trace_block_tokens // page_tokens, service_ms)
     replay.keep = keep_evictions
+    for tier in tiers:
+        if not isinstance(tier, LowerTier):
+            raise UnitError("tiers: expected LowerTier values")
+    replay.tiers = [TierState(t, TierResult(t.name, t.num_blocks)) for t in tiers]
+    replay.result.tiers = [t.result for t in replay.tiers]
     for request in requests:
         while replay.running and replay.running[0][0] <= request.timestamp_ms:
             replay.step(replay.running[0][0])
@@ -220,12 +240,14 @@ class _Replay:
     per: int
     service_ms: ServiceModel
     keep: bool = False
+    tiers: list[TierState] = field(default_factory=list)
     tree: _Tree = field(init=False)
     result: PrefixCacheResult = field(default_factory=PrefixCacheResult)
     waiting: deque[TraceRequest] = field(default_factory=deque)
     # finish ms, order, the request's own tail pages, its last node in the tree
     running: list[tuple[int, int, int, _Node]] = field(default_factory=list)
     order: int = 0
+    loaded: int = 0  # pages loaded from the tiers so far
 
     def __post_init__(self) -> None:
         self.tree = _Tree(self.num_pages)
@@ -264,28 +286,58 @@ class _Replay:
             if need > tree.free:
                 tree.evict(need - tree.free, self.result, self.keep)
             tree.free -= need
+            loaded = self._load(request, named, hit)
             # the prefill's pages join the tree at once (cache_unfinished_req), locked
             cached = tree.insert(named, hit)
             tree.lock(cached, 1)
             tree.lock(last, -1)
-            self._start(request, named, hit, total, cached, now)
+            self._start(request, (hit, loaded), total, cached, now)
+
+    def _load(self, request: TraceRequest, named: list[tuple[int, int]], hit: int) -> Fraction:
+        """The hit past the tree from each tier (their counts updated) and the request's
+        pages written through: the seconds its loads take."""
+        at, left = (len(named), 0), reusable_blocks(request, self.page_tokens) - hit
+        for index, (_, full) in enumerate(named):
+            if hit < full:
+                at = (index, hit)
+                break
+            hit -= full
+        seconds = Fraction(0)
+        for tier in self.tiers:
+            at, runs = extend_hit(tier.lru, named, at, left)
+            found = sum(hi - lo for _, lo, hi in runs)
+            left -= found
+            tier.result.hit_tokens += found * self.page_tokens
+            tier.result.loaded_blocks += found
+            seconds += found * tier.spec.seconds_per_block
+        for tier in self.tiers:
+            tier.store(named)
+        return seconds
 
     def _start(
         self,
         request: TraceRequest,
-        named: list[tuple[int, int]],
-        hit: int,
+        reused: tuple[int, Fraction],
         total: int,
         last: _Node,
         now: int,
     ) -> None:
+        """Count the admitted request (its ``reused`` hit pages and load seconds) and run
+        it."""
         result, ps = self.result, self.page_tokens
+        hit, loads = reused
+        loaded = sum(t.result.loaded_blocks for t in self.tiers) - self.loaded
+        self.loaded += loaded
         result.num_requests += 1
         result.input_tokens += request.input_tokens
         result.hit_tokens += hit * ps
         result.wait_ms += now - request.timestamp_ms
-        took = as_int(self.service_ms(request, request.input_tokens - hit * ps), "service_ms")
-        tail = total - sum(count for _, count in named)
-        heapq.heappush(self.running, (now + took, self.order, tail, last))
+        load_ms = -(-loads.numerator * 1000 // loads.denominator)
+        result.load_ms += load_ms
+        result.max_load_ms = max(result.max_load_ms, load_ms)
+        computed = request.input_tokens - (hit + loaded) * ps
+        took = as_int(self.service_ms(request, computed), "service_ms") + load_ms
+        full = request.input_tokens // ps
+        heapq.heappush(self.running, (now + took, self.order, total - full, last))
         self.order += 1
         result.peak_running = max(result.peak_running, len(self.running))

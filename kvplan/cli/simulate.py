@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from kvplan.cli.common import command, emit, guard, option
+from kvplan.cli.common import command, draw_chart, emit, guard, option
 from kvplan.cli.options import (
     EngineVersionOpt,
     FormatOpt,
@@ -89,8 +89,8 @@ SimulateEngineOpt = Annotated[
     typer.Option(
         "--engine",
         "-e",
-        help="vllm (its block pool, LRU of free blocks, with tiers) or sglang (its radix"
-        " tree, LRU of leaves, on its token pool; no tiers yet).",
+        help="vllm (its block pool, an LRU of free blocks) or sglang (its radix tree, an LRU"
+        " of leaves, on its token pool; its tiers HiCache's).",
     ),
 ]
 PageSizeOpt = Annotated[
@@ -99,6 +99,16 @@ PageSizeOpt = Annotated[
         "--page-size", min=1, max=512, help="SGLang's --page-size: tokens a page (default 1)."
     ),
 ]
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        help="Also draw the curve (implies --curve) to a .png or .svg (needs pip install"
+        " 'kvplan[plot]').",
+        show_default=False,
+    ),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --plot.")]
 CurveOpt = Annotated[
     bool,
     typer.Option(
@@ -125,6 +135,8 @@ def simulate(
     remote_tier: RemoteTierOpt = None,
     link: LinkOpt = None,
     curve: CurveOpt = False,
+    plot: PlotOpt = None,
+    force: ForceOpt = False,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Replay a request trace through vLLM's prefix cache on one GPU's pool and the tiers
@@ -167,8 +179,10 @@ def simulate(
             )
 
         replay = ask(replay_trace)
-        points = ask(hit_rate_curve) if curve else None
+        points = ask(hit_rate_curve) if curve or plot is not None else None
         doc = views.replay_to_dict(replay, trace, points)
+        if plot is not None:
+            draw_chart(views.curve_chart(doc), plot, force)
         emit(output, lambda: doc, lambda: views.replay_view(doc))
 
     guard(run)
