@@ -91,7 +91,7 @@ def test_a_trace_outside_the_folder_or_on_another_engine_is_refused(tmp_path: Pa
     path = _budget(tmp_path, text.replace("engine: vllm", "engine: ideal"))
     result = runner.invoke(app, ["check", str(path)])
     assert result.exit_code == 2
-    assert "trace: replayed with engine vllm on one gpu" in result.stderr
+    assert "trace: replayed with engine vllm or sglang on a gpu" in result.stderr
     path = _budget(tmp_path, text.replace("path: conversation.jsonl", "path: c.jsonl\n      x: 1"))
     result = runner.invoke(app, ["check", str(path)])
     assert result.exit_code == 2

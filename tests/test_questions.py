@@ -620,22 +620,26 @@ def test_a_length_mix_file_is_answered_alike_or_refused(engine: str, tmp_path: P
 SAMPLE_TRACE = Path(__file__).parent / "data" / "traces" / "mooncake_conversation_400.jsonl"
 
 
+@pytest.mark.parametrize("tp", ["1", "2"])
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_tiers_and_simulate_see_plans_gpu_pool(engine: str) -> None:
+def test_tiers_and_simulate_see_plans_gpu_pool(engine: str, tp: str) -> None:
     """The GPU pool asked through plan, tiers and simulate, at the trace's longest request:
-    one figure (simulate's vLLM pool less the null block vLLM's block pool keeps)."""
+    one figure (simulate's vLLM pool less the null block vLLM's block pool keeps); with TP 2
+    each rank holds 4 of the 8 KV heads, so a block of 16 tokens is 1 MiB there."""
     from kvplan.cache_sim.trace import read_mooncake
 
     longest = str(max(r.input_tokens + r.output_tokens for r in read_mooncake(SAMPLE_TRACE)))
-    code, planned = _plan("-e", engine, "-c", longest)
+    code, planned = _plan("-e", engine, "-c", longest, "-tp", tp)
     assert code == 0
     tiers = runner.invoke(app, ["tiers", "-m", MODEL, "--gpu", GPU, "-e", engine, "-c", longest,
-                                "-f", "json"])  # fmt: skip
+                                "-tp", tp, "-f", "json"])  # fmt: skip
     assert tiers.exit_code == 0, tiers.stderr
     gpu_tier = json.loads(tiers.stdout)["tiers"][0]
     simulated = runner.invoke(app, ["simulate", str(SAMPLE_TRACE), "-m", MODEL, "--gpu", GPU,
-                                    "-e", engine, "-f", "json"])  # fmt: skip
+                                    "-e", engine, "-tp", tp, "-f", "json"])  # fmt: skip
     assert simulated.exit_code == 0, simulated.stderr
-    pool = json.loads(simulated.stdout)["num_blocks"]
+    doc = json.loads(simulated.stdout)
     held_back = 1 if engine == "vllm" else 0
-    assert planned["num_blocks"] == gpu_tier["num_units"] == pool + held_back
+    assert planned["num_blocks"] == gpu_tier["num_units"] == doc["num_blocks"] + held_back
+    token_bytes = 2 * 32 * (8 // int(tp)) * 128 * 2  # a token's K and V on one rank
+    assert doc["block_bytes"] == token_bytes * doc["block_tokens"]

@@ -31,6 +31,7 @@ from kvplan.arguments import (
     as_int,
     as_optional_int,
     as_optional_str,
+    as_parallel,
     as_path,
     as_str,
     as_values,
@@ -215,23 +216,24 @@ def _setup(
     gpu: GPU | str,
     path: str | Path,
     tiers: Sequence[TierSize],
-    settings: tuple[Fraction | float | str | None, str | None, str | None],
+    settings: tuple[Fraction | float | str | None, str | None, str | None, int],
     trace: tuple[str, str, int | None],
 ) -> _Setup:
-    """What every replay of one deployment shares (``trace``: the format asked, the engine,
-    SGLang's page size)."""
+    """What every replay of one deployment shares (``settings``: utilization, KV cache
+    dtype, version, TP size; ``trace``: the format asked, the engine, SGLang's page size)."""
     from kvplan.answers.performance import perf
     from kvplan.catalog.lookup import as_spec
     from kvplan.engines import vllm
     from kvplan.hardware.lookup import as_gpu
 
     spec, gpu, path = as_spec(spec), as_gpu(gpu), as_path(path, "path")
-    utilization, kv_cache_dtype, version = settings
+    utilization, kv_cache_dtype, version, tp = settings
     if utilization is not None:
         utilization = as_fraction(utilization, "gpu_memory_utilization")
     kv_cache_dtype = as_optional_str(kv_cache_dtype, "kv_cache_dtype")
     version = as_optional_str(version, "version")
-    settings = (utilization, kv_cache_dtype, version)
+    tp = as_parallel(tp, "tensor_parallel_size")
+    asked_settings = (utilization, kv_cache_dtype, version, tp)
     asked, engine, page_size = trace
     engine = as_str(engine, "engine")
     page_size = as_optional_int(page_size, "page_size", minimum=1, maximum=MOONCAKE_BLOCK_TOKENS)
@@ -253,10 +255,18 @@ def _setup(
     mean, longest = _scan(read)
     length = min(longest, spec.max_position_embeddings or longest)
     if engine == "vllm":
-        pool = _vllm_pool(spec, gpu, length, settings)
+        pool = _vllm_pool(spec, gpu, length, asked_settings)
     else:
-        pool = _sglang_pool(spec, gpu, block, settings)
-    speed = perf(spec, gpu, context_tokens=mean, prompt_tokens=mean, engine="vllm")
+        pool = _sglang_pool(spec, gpu, block, asked_settings)
+    speed = perf(
+        spec,
+        gpu,
+        context_tokens=mean,
+        prompt_tokens=mean,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=kv_cache_dtype,
+        engine="vllm",
+    )
     return _Setup(
         spec.name,
         gpu.name,
@@ -273,15 +283,18 @@ def _setup(
     )
 
 
-def _vllm_pool(
-    spec: ModelSpec, gpu: GPU, length: int, settings: tuple[Fraction | None, str | None, str | None]
-) -> tuple[int, int]:
-    """vLLM's pool for requests of ``length`` tokens: blocks and the bytes of one."""
+_Settings = tuple[Fraction | None, str | None, str | None, int]
+
+
+def _vllm_pool(spec: ModelSpec, gpu: GPU, length: int, settings: _Settings) -> tuple[int, int]:
+    """vLLM's pool for requests of ``length`` tokens: blocks and the bytes of one on a
+    rank."""
     from kvplan.engines import vllm
 
-    utilization, kv_cache_dtype, version = settings
+    utilization, kv_cache_dtype, version, tp = settings
     cfg = vllm.config(
         length,
+        tensor_parallel_size=tp,
         gpu_memory_utilization=Fraction(9, 10) if utilization is None else utilization,
         kv_cache_dtype=kv_cache_dtype,
         version=vllm.resolve_version(version).line,
@@ -290,18 +303,16 @@ def _vllm_pool(
     return pool.fit_blocks // pool.num_groups, pool.page_bytes * pool.group_size * pool.num_groups
 
 
-def _sglang_pool(
-    spec: ModelSpec, gpu: GPU, page: int, settings: tuple[Fraction | None, str | None, str | None]
-) -> tuple[int, int]:
+def _sglang_pool(spec: ModelSpec, gpu: GPU, page: int, settings: _Settings) -> tuple[int, int]:
     """SGLang's token pool in pages of ``page`` tokens (``mem_fraction_static`` its own
-    unless given) and the KV bytes of one page's tokens."""
+    unless given) and the KV bytes of one page on a rank (its ``cell_size``)."""
     from kvplan.engines import sglang
-    from kvplan.model.estimator import bytes_per_token
 
-    utilization, kv_cache_dtype, version = settings
+    utilization, kv_cache_dtype, version, tp = settings
     result = sglang.kv_cache(
         spec,
         gpu,
+        tp=tp,
         mem_fraction_static=None if utilization is None else float(utilization),
         kv_cache_dtype=kv_cache_dtype,
         page_size=page,
@@ -310,7 +321,7 @@ def _sglang_pool(
     tokens = result.kv_cache_tokens or 0
     if tokens < page:
         raise KvplanError(f"SGLang's pool for {spec.name} on {gpu.name} holds no page")
-    return tokens // page, bytes_per_token(spec, kv_cache_dtype) * page
+    return tokens // page, sglang.cell_size_bytes(spec, tp=tp, kv_cache_dtype=kv_cache_dtype) * page
 
 
 def replay_trace(
@@ -325,12 +336,14 @@ def replay_trace(
     trace_format: str = "auto",
     engine: str = "vllm",
     page_size: int | None = None,
+    tensor_parallel_size: int = 1,
 ) -> TraceReplay:
     """Replay the trace ``path`` through vLLM's prefix cache of ``spec`` on ``gpu`` (one GPU,
     its pool as ``vllm.profile`` gives it for the trace's longest request, at most the model's
     trained length) and the lower ``tiers`` below it (host, disk, remote, in that order).
     ``trace_format``: mooncake, token-ids, prefix-groups or auto (from the first line; see
-    kvplan.cache_sim.formats). ``engine`` sglang replays SGLang's radix cache
+    kvplan.cache_sim.formats). With ``tensor_parallel_size`` each rank holds its share of
+    every block and loads it over its own link. ``engine`` sglang replays SGLang's radix cache
     (kvplan.cache_sim.radix) on its token pool in pages of ``page_size`` (default 1), its
     ``mem_fraction_static`` the utilization when given; its tiers are HiCache's. Raises
     SpecError naming the trace's line for a bad trace, KvplanError for a tier whose link the
@@ -340,7 +353,7 @@ def replay_trace(
         gpu,
         path,
         tiers,
-        (gpu_memory_utilization, kv_cache_dtype, version),
+        (gpu_memory_utilization, kv_cache_dtype, version, tensor_parallel_size),
         (trace_format, engine, page_size),
     )
     result = s.run(s.num_blocks, s.tiers)
@@ -372,6 +385,7 @@ def hit_rate_curve(
     trace_format: str = "auto",
     engine: str = "vllm",
     page_size: int | None = None,
+    tensor_parallel_size: int = 1,
 ) -> tuple[str, list[CurvePoint]]:
     """How the hit rate grows with the lowest tier's size (the GPU pool's when no tier is
     given; its multiples above 1 are pools no GPU of the kind holds, shown as what more memory
@@ -381,7 +395,7 @@ def hit_rate_curve(
         gpu,
         path,
         tiers,
-        (gpu_memory_utilization, kv_cache_dtype, version),
+        (gpu_memory_utilization, kv_cache_dtype, version, tensor_parallel_size),
         (trace_format, engine, page_size),
     )
     points = []

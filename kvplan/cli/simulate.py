@@ -13,6 +13,7 @@ from kvplan.cli.options import (
     KvCacheDtypeOpt,
     OptionalGpuMemoryUtilizationOpt,
     OutputFormat,
+    TpOpt,
 )
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ def simulate(
     trace: TraceArg,
     model: SimulateModelOpt,
     gpu: GpuOpt,
+    tensor_parallel_size: TpOpt = 1,
     gpu_memory_utilization: OptionalGpuMemoryUtilizationOpt = None,
     kv_cache_dtype: KvCacheDtypeOpt = "auto",
     engine_version: EngineVersionOpt = None,
@@ -176,6 +178,7 @@ def simulate(
                 trace_format=trace_format,
                 engine=engine.strip().lower(),
                 page_size=page_size,
+                tensor_parallel_size=tensor_parallel_size,
             )
 
         replay = ask(replay_trace)

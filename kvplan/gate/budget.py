@@ -522,18 +522,14 @@ def _checks(d: Deployment, base: Path, calibrations: Sequence[Calibration]) -> l
     ]
     if expect.min_trace_hit_rate is not None or expect.max_trace_load_ms is not None:
         device = _device(d)
-        if (
-            d.engine != "vllm"
-            or d.tensor_parallel_size * d.pipeline_parallel_size != 1
-            or not device
-        ):
+        if d.engine not in ("vllm", "sglang") or d.pipeline_parallel_size != 1 or not device:
             raise SpecError(
                 d.name,
-                ["trace: replayed with engine vllm on one gpu (tensor and pipeline size 1)"],
+                ["trace: replayed with engine vllm or sglang on a gpu (pipeline size 1)"],
             )
         utilization = Fraction(str(d.gpu_memory_utilization))
-        settings = (utilization, d.kv_cache_dtype, d.engine_version)
-        t = trace_facts(d.name, d.trace, (d.model, base), device, settings)
+        settings = (utilization, d.kv_cache_dtype, d.engine_version, d.tensor_parallel_size)
+        t = trace_facts(d.name, d.trace, (d.model, base), device, (d.engine, settings))
         rate = expect.min_trace_hit_rate
         required = None if rate is None else t.required_tokens(rate)
         stated.append(("min_trace_hit_rate", required, t.reused_tokens, "tokens"))

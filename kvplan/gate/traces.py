@@ -60,10 +60,11 @@ def trace_facts(
     trace: TraceSettings | None,
     model: tuple[str, Path],
     device: GPU,
-    settings: tuple[Fraction, str | None, str | None],
+    asked: tuple[str, tuple[Fraction, str | None, str | None, int]],
 ) -> TraceFacts:
     """Replay the deployment named ``deployment`` (its model name and the budget's folder,
-    its GPU, its utilization, KV cache dtype and vLLM version) on its ``trace``, a file
+    its GPU, its engine with its utilization, KV cache dtype, version and TP size) on its
+    ``trace``, a file
     inside the folder. Raises SpecError for a missing trace block, UnitError for a path
     outside the folder."""
     from kvplan.answers.simulate import TierSize, replay_trace
@@ -79,7 +80,7 @@ def trace_facts(
         for tier in ("host", "disk", "remote")
         if (size := getattr(trace, f"{tier}_tier")) is not None
     ]
-    utilization, kv_cache_dtype, version = settings
+    engine, (utilization, kv_cache_dtype, version, tp) = asked
     replay = replay_trace(
         budget_model(deployment, name, base),
         device,
@@ -89,6 +90,8 @@ def trace_facts(
         version=version,
         tiers=tiers,
         trace_format=trace.format,
+        engine=engine,
+        tensor_parallel_size=tp,
     )
     r = replay.result
     return TraceFacts(r.input_tokens, r.reused_tokens, r.max_load_ms)
