@@ -447,3 +447,34 @@ def draw_chart(chart: "Chart", path: str, force: bool) -> None:
     with progress(f"drawing {path} with matplotlib"):
         save_chart(chart, path, force=force)
     typer.echo(f"wrote {path}", err=True)
+
+
+def command_line(ctx: typer.Context, leave_out: tuple[str, ...] = ()) -> str:
+    """The running command as the user typed it, from the parameters they gave (in the
+    command's order; ``leave_out``: parameters that do not change the answer, such as where
+    a report goes), quoted for a POSIX shell."""
+    import shlex
+
+    words = ["kvplan", ctx.info_name or ""]
+    for param in ctx.command.params:
+        name = param.name or ""
+        source = ctx.get_parameter_source(name)
+        if name in leave_out or not source or source.name == "DEFAULT":
+            continue
+        value = ctx.params.get(name)
+        values = list(value) if isinstance(value, list | tuple) else [value]
+        flag = max(param.opts, key=len) if param.opts and param.param_type_name == "option" else ""
+        for one in values:
+            shown = getattr(one, "value", one)  # an enum's value
+            if isinstance(one, bool):
+                if flag:
+                    words.append(flag if one else _negated(param, flag))
+            else:
+                words.extend([flag, str(shown)] if flag else [str(shown)])
+    return shlex.join(w for w in words if w)
+
+
+def _negated(param: Any, flag: str) -> str:
+    """A boolean option's off form (``--no-x``), or the flag when it has none."""
+    secondary = getattr(param, "secondary_opts", None) or []
+    return str(secondary[0]) if secondary else flag

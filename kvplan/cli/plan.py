@@ -24,6 +24,7 @@ from kvplan.cli.common import (
     calibration_option,
     check_failed_unless,
     command,
+    command_line,
     emit,
     given_options,
     guard,
@@ -79,6 +80,7 @@ from kvplan.cli.options import (
     OptionalTpOpt,
     SpeculativeConfigOpt,
 )
+from kvplan.cli.reports import HtmlForceOpt, HtmlOpt, with_report_figures, write_report
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -362,6 +364,8 @@ def plan_command(
     cache_type_v_draft: CacheTypeVDraftOpt = None,
     draft_max: DraftMaxOpt = None,
     lora: LoraOpt = None,
+    html: HtmlOpt = None,
+    force: HtmlForceOpt = False,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Will it fit, and how much? Max concurrency, max context, or the fewest GPUs.
@@ -384,7 +388,9 @@ def plan_command(
     refuses it. Exit code 1 when the answer is "does not fit".
     """
     args = dict(locals())
-    args["_given"] = given_options(args.pop("ctx"))
+    context = args.pop("ctx")
+    args["_given"] = given_options(context)
+    args["_command"] = command_line(context, leave_out=("html", "force", "output"))
     guard(lambda: _plan(args))
 
 
@@ -521,6 +527,12 @@ def _plan(a: dict[str, Any]) -> None:
     if cluster.wanted(a):
         from kvplan.answers.plans import cluster_verdict
 
+        if a["html"] is not None:
+            raise UnitError(
+                "--html: a report of one engine's answer; the search in whole nodes has none"
+                " yet (give -tp, or --engine)"
+            )
+
         shared = {k: v for k, v in common.items() if v is not None}
         found = cluster.plan(spec, a["gpu"], **shared)
         q = _question(a, spec, common)
@@ -534,9 +546,13 @@ def _plan(a: dict[str, Any]) -> None:
     q = _question(a, spec, common)
     ans = answer(spec, _device(a["gpu"], a["gpu_memory"]), q)
     to_dict, view = _views(ans.result)
+    doc = views.with_answer(to_dict(ans.result, spec), q, ans.verdict)
+    if a["html"] is not None:
+        with_report_figures(doc, spec, auto_none(a["kv_cache_dtype"]))
+        write_report(a["html"], doc, a["_command"], a["force"])
     emit(
         a["output"],
-        lambda: views.with_answer(to_dict(ans.result, spec), q, ans.verdict),
+        lambda: doc,
         lambda: [*view(ans.result, spec), *views.verdict_lines(ans.result, ans.verdict)],
     )
     check_failed_unless(ans.fits)

@@ -1,0 +1,334 @@
+"""A capacity report people open in a browser: one self-contained HTML page per plan, made from
+the plan's ``--format json`` document alone (so the page and the JSON cannot disagree).
+
+The page carries its data as the same JSON (``<script type="application/json"
+id="kvplan-data">``, data, never run), its styles inline (light and dark from the reader's
+setting, a print style), and its charts as inline SVG with axes, units and legends. It loads
+nothing: no script, font, stylesheet or image from anywhere. What it shows, each section only
+where the document has its figures: the question as asked, the verdict in one sentence, the
+memory of one GPU as a bar (weights, activation, non-torch, CUDA graphs, KV pool, headroom,
+each in GiB), the KV cache against context for one request and for the most that fit with the
+pool marked, the engine's own printed lines, what was estimated or left out, and the command
+that reproduces it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+from kvplan.units import format_bytes, format_tokens
+
+__all__ = ["REPORT_MARKER", "plan_report"]
+
+#: the first line of every report kvplan writes (an earlier report is replaced without --force)
+REPORT_MARKER = "<!-- kvplan capacity report -->"
+GiB = 1 << 30
+
+_CSS = """
+:root { --fg: #1b1f24; --bg: #ffffff; --muted: #57606a; --line: #d0d7de; --ok: #1a7f37;
+  --bad: #cf222e; --c1: #4c78a8; --c2: #f58518; --c3: #e45756; --c4: #72b7b2; --c5: #54a24b;
+  --c6: #bab0ac; color-scheme: light dark; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --bg: #0d1117; --muted: #9da7b3;
+  --line: #30363d; --ok: #3fb950; --bad: #f85149; --c6: #6e7681; } }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
+  background: var(--bg); margin: 0 auto; padding: 16px; max-width: 1100px; }
+h1 { font-size: 1.35em; margin: 0 0 4px; overflow-wrap: anywhere; }
+h2 { font-size: 1.1em; margin: 24px 0 8px; border-bottom: 1px solid var(--line); }
+.verdict { font-size: 1.15em; padding: 10px 12px; border-left: 5px solid var(--ok);
+  overflow-wrap: anywhere; }
+.verdict.fail { border-color: var(--bad); }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; }
+td, th { padding: 3px 10px 3px 0; text-align: left; vertical-align: top;
+  overflow-wrap: break-word; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+svg { width: 100%; height: auto; display: block; min-width: 640px; }
+svg text { fill: var(--fg); font: 15px system-ui, sans-serif; }
+svg .axis { stroke: var(--muted); }
+svg .grid { stroke: var(--line); }
+code, pre { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: rgba(127,127,127,.1);
+  padding: 8px; }
+.muted { color: var(--muted); }
+.legend span { display: inline-block; margin-right: 14px; white-space: nowrap; }
+.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px;
+  vertical-align: -1px; }
+@media print { body { max-width: none; } .verdict { border-width: 3px; } }
+"""
+
+_SEGMENTS = (  # (label, colour) of the memory bar, bottom up
+    ("weights", "--c1"),
+    ("activation", "--c2"),
+    ("non-torch", "--c3"),
+    ("CUDA graphs", "--c4"),
+    ("KV pool", "--c5"),
+    ("headroom", "--c6"),
+)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _gib(num_bytes: int) -> str:
+    return f"{num_bytes / GiB:,.2f} GiB"
+
+
+def _pool(doc: dict[str, Any]) -> int:
+    """The KV pool's bytes on one GPU, under either name engines' documents give it."""
+    pool = doc.get("kv_cache_memory_bytes", doc.get("kv_cache_bytes"))
+    return pool if isinstance(pool, int) else 0
+
+
+def _memory(doc: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """The bar's segments (label, colour, bytes) from the document: those it gives."""
+    over = doc.get("overhead") or {}
+    kv = _pool(doc)
+    parts = {
+        "weights": doc.get("weights_bytes"),
+        "activation": over.get("activation_bytes"),
+        "non-torch": over.get("non_torch_bytes"),
+        "CUDA graphs": over.get("cuda_graph_bytes"),
+        "KV pool": kv,
+    }
+    if not over and doc.get("overhead_bytes"):
+        parts["activation"] = doc["overhead_bytes"]  # one figure: shown as the activation
+    total = doc.get("total_memory_bytes")
+    used = sum(v for v in parts.values() if isinstance(v, int))
+    if isinstance(total, int) and total >= used:
+        parts["headroom"] = total - used
+    return [
+        (label, colour, int(value))
+        for label, colour in _SEGMENTS
+        if isinstance(value := parts.get(label), int) and value > 0
+    ]
+
+
+def _bar(segments: list[tuple[str, str, int]], total: int) -> str:
+    """One GPU's memory as a horizontal bar with each segment's GiB in the legend; what
+    does not fit runs past a line at the GPU's memory, the axis then the larger."""
+    width, x = 1000.0, 0.0
+    rects, ticks = [], []
+    need = sum(b for _, _, b in segments)
+    scale = max(total, need)
+    for label, colour, num_bytes in segments:
+        w = width * num_bytes / scale if scale else 0
+        rects.append(
+            f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="36" fill="var({colour})">'
+            f"<title>{_e(label)}: {_gib(num_bytes)}</title></rect>"
+        )
+        x += w
+    if need > total:
+        tx = width * total / scale
+        rects.append(
+            f'<line x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="42" stroke="var(--bad)"'
+            f' stroke-width="3"><title>the GPU: {_gib(total)}</title></line>'
+        )
+    for k in range(5):
+        gib = scale * k / 4 / GiB
+        tx = width * k / 4
+        anchor = "start" if k == 0 else "end" if k == 4 else "middle"
+        ticks.append(
+            f'<line class="axis" x1="{tx:.1f}" y1="36" x2="{tx:.1f}" y2="42"/>'
+            f'<text x="{tx:.1f}" y="56" text-anchor="{anchor}">{gib:,.1f}</text>'
+        )
+    legend = "".join(
+        f'<span><i style="background:var({c})"></i>{_e(label)} {_gib(b)}</span>'
+        for label, c, b in segments
+    )
+    return (
+        '<div class="scroll"><svg viewBox="0 0 1000 80" role="img" aria-label="memory of one'
+        f' GPU">{"".join(rects)}{"".join(ticks)}'
+        '<text x="500" y="76" text-anchor="middle">GiB of one GPU</text></svg></div>'
+        f'<div class="legend">{legend}</div>'
+    )
+
+
+def _kv_chart(doc: dict[str, Any]) -> str:
+    """The KV cache one request and the most that fit take against context (log2 axis), per
+    GPU of a replica (kvplan's estimate over tensor x pipeline), with the pool as a line."""
+    curve = doc["kv_curve"]
+    contexts = [int(c) for c in curve["context_tokens"]]
+    share = max(1, int(doc.get("tensor_parallel_size") or 1)) * max(
+        1, int(doc.get("pipeline_parallel_size") or 1)
+    )
+    one = [int(b) / share for b in curve["kv_bytes_one_request"]]
+    pool, most = _pool(doc), max(1, int(doc.get("max_concurrency") or 1))
+    top = max(pool, most * one[-1]) * 1.08 or 1.0
+    w, h, left, bottom = 1000, 370, 70, 50
+    lo = math.log2(contexts[0])
+    hi = max(math.log2(contexts[-1]), lo + 1)
+
+    def px(tokens: int) -> float:
+        return left + (w - left - 30) * (math.log2(tokens) - lo) / (hi - lo)
+
+    def py(num_bytes: float) -> float:
+        return float(h - bottom - (h - bottom - 10) * num_bytes / top)
+
+    parts = [
+        f'<line class="axis" x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}"/>',
+        f'<line class="axis" x1="{left}" y1="10" x2="{left}" y2="{h - bottom}"/>',
+    ]
+    for k in range(5):
+        value = top * k / 4
+        parts.append(
+            f'<line class="grid" x1="{left}" y1="{py(value):.1f}" x2="{w - 10}"'
+            f' y2="{py(value):.1f}"/><text x="{left - 6}" y="{py(value) + 5:.1f}"'
+            f' text-anchor="end">{value / GiB:,.0f}</text>'
+        )
+    for tokens in contexts:
+        anchor = "end" if tokens == contexts[-1] else "middle"
+        parts.append(
+            f'<text x="{px(tokens):.1f}" y="{h - bottom + 18}" text-anchor="{anchor}">'
+            f"{_e(format_tokens(tokens))}</text>"
+        )
+    for n, colour, label in ((1, "--c1", "1 request"), (most, "--c2", f"{most:,} requests")):
+        points = " ".join(
+            f"{px(t):.1f},{py(n * b):.1f}" for t, b in zip(contexts, one, strict=True)
+        )
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="var({colour})" stroke-width="2.5">'
+            f"<title>{_e(label)}</title></polyline>"
+        )
+    parts.append(
+        f'<line x1="{left}" y1="{py(pool):.1f}" x2="{w - 10}" y2="{py(pool):.1f}"'
+        f' stroke="var(--bad)" stroke-dasharray="6 4" stroke-width="2"/>'
+        f'<text x="{w - 12}" y="{py(pool) - 6:.1f}" text-anchor="end">the KV pool,'
+        f" {_gib(pool)}</text>"
+        f'<text x="{(w + left) / 2}" y="{h - 8}" text-anchor="middle">context (tokens, each'
+        f' request)</text><text x="16" y="{(h - bottom) / 2}" text-anchor="middle"'
+        f' transform="rotate(-90 16 {(h - bottom) / 2})">KV cache (GiB a GPU)</text>'
+    )
+    legend = (
+        '<div class="legend"><span><i style="background:var(--c1)"></i>1 request</span>'
+        f'<span><i style="background:var(--c2)"></i>{most:,} requests (the most that fit)</span>'
+        '<span><i style="background:var(--bad)"></i>the KV pool (the limit)</span></div>'
+    )
+    return (
+        f'<div class="scroll"><svg viewBox="0 0 {w} {h}" role="img" aria-label="KV cache'
+        f' against context">{"".join(parts)}</svg></div>{legend}'
+    )
+
+
+def _layers(doc: dict[str, Any]) -> str:
+    """The KV cache of one request at max_model_len by kind of layer."""
+    head = "<tr><th>kind</th><th>layers</th><th>tokens each keeps</th><th>bytes</th></tr>"
+    body = "".join(
+        f'<tr><td>{_e(g["kind"])}</td><td class="num">{g["num_layers"]:,}</td>'
+        f'<td class="num">{g["tokens_retained"]:,}</td>'
+        f'<td class="num">{_gib(int(g["bytes"]))}</td></tr>'
+        for g in doc["kv_layers"]
+    )
+    return f'<div class="scroll"><table>{head}{body}</table></div>'
+
+
+def _rows(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f'<div class="scroll"><table>{body}</table></div>'
+
+
+def _question(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    engine = doc.get("engine", "ideal")
+    version = doc.get("engine_version")
+    rows = [
+        ("model", str(doc["model"])),
+        ("where its numbers came from", _source(doc)),
+        ("GPU", f"{doc['gpu']} x {doc.get('num_gpus', 1)}"),
+        ("engine", f"{engine} {version}" if version else str(engine)),
+        (
+            "tensor x pipeline parallel",
+            f"{doc.get('tensor_parallel_size', 1)} x {doc.get('pipeline_parallel_size', 1)}",
+        ),
+        ("max model length", f"{doc['max_model_len']:,} tokens"),
+    ]
+    for key, label in (
+        ("gpu_memory_utilization", "GPU memory utilization"),
+        ("kv_cache_dtype", "KV cache dtype"),
+        ("block_size", "block size (tokens)"),
+    ):
+        if doc.get(key) is not None:
+            rows.append((label, str(doc[key])))
+    return rows
+
+
+def _source(doc: dict[str, Any]) -> str:
+    resolved = doc.get("resolved_from")
+    if isinstance(resolved, dict):
+        return ", ".join(f"{k}: {v}" for k, v in resolved.items())
+    return str(resolved) if resolved else "the bundled spec of that name (model_specs/)"
+
+
+def _notes(doc: dict[str, Any]) -> list[str]:
+    answer = doc.get("answer") or {}
+    notes = [str(w) for w in answer.get("warnings") or []]
+    for key in ("pool_note", "message", "engine_version_note"):
+        if doc.get(key):
+            notes.append(str(doc[key]))
+    over = doc.get("overhead") or {}
+    if over.get("source"):
+        notes.append(f"overhead: {over['source']}")
+    for item in doc.get("provenance") or []:
+        notes.append(json.dumps(item, sort_keys=True) if isinstance(item, dict) else str(item))
+    return notes
+
+
+def plan_report(doc: dict[str, Any], command: str) -> str:
+    """The self-contained HTML page of one ``kvplan plan`` answer: its JSON ``doc`` and the
+    ``command`` that reproduces it."""
+    answer = doc.get("answer") or {}
+    fits = bool(doc.get("fits", answer.get("fits")))
+    sentence = answer.get("sentence") or ("fits" if fits else "does not fit")
+    title = f"{doc['model']} on {doc['gpu']}: kvplan capacity report"
+    sections = [
+        f'<p class="verdict{"" if fits else " fail"}" id="verdict">{_e(sentence)}</p>',
+        "<h2>The question</h2>",
+        _rows(_question(doc)),
+    ]
+    segments = _memory(doc)
+    total = doc.get("total_memory_bytes") or 0
+    if segments and total:
+        need = sum(b for _, _, b in segments)
+        short = (
+            f"<p>It needs {_gib(need)}, more than the GPU's {_gib(total)}: the red line.</p>"
+            if need > total
+            else ""
+        )
+        sections += [f"<h2>Memory of one GPU ({_gib(total)})</h2>", short, _bar(segments, total)]
+    if doc.get("kv_curve") and doc.get("kv_cache_tokens"):
+        sections += [
+            "<h2>KV cache against context</h2>",
+            f"<p>The pool holds {doc['kv_cache_tokens']:,} tokens ({format_bytes(_pool(doc))});"
+            f" at {doc['max_model_len']:,} tokens each, {doc.get('max_concurrency', 0):,}"
+            " requests fit at once, as the engine counts its pool. The lines are kvplan's"
+            " estimate of the KV bytes, per GPU of a replica.</p>",
+            _kv_chart(doc),
+        ]
+    if doc.get("kv_layers"):
+        sections += [
+            f"<h2>One request of {doc['max_model_len']:,} tokens, by kind of layer</h2>",
+            _layers(doc),
+        ]
+    if doc.get("log_lines"):
+        lines = "\n".join(str(x) for x in doc["log_lines"])
+        sections += ["<h2>What the engine prints</h2>", f"<pre>{_e(lines)}</pre>"]
+    notes = _notes(doc)
+    if notes:
+        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        sections += ["<h2>Estimated or left out</h2>", f"<ul>{items}</ul>"]
+    sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
+    data = json.dumps(doc, sort_keys=True).replace("</", "<\\/")
+    return (
+        f'{REPORT_MARKER}\n<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{_e(title)}</h1>"
+        f'<p class="muted">schema_version {doc.get("schema_version")}; every figure is the'
+        " plan's --format json document, kept below as data.</p>"
+        f"{''.join(sections)}"
+        f'<script type="application/json" id="kvplan-data">{data}</script>'
+        "</body></html>\n"
+    )
