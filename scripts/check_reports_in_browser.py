@@ -1,6 +1,7 @@
-"""Render kvplan's example HTML reports in a real browser (headless Chromium, no network, a fresh
-profile each time) and check them from the DOM: every figure and label the report's own JSON
-gives is on the page, and nothing spills out of its box at 1280 and 390 pixels wide.
+"""Render kvplan's example HTML reports (plans of each engine, a budget check) in a real
+browser (headless Chromium, no network, a fresh profile each time) and check them from the
+DOM: every figure and label the report's own JSON gives is on the page, and nothing spills
+out of its box at 1280 and 390 pixels wide.
 Screenshots of each go to the output folder.
 
 Run: ``python scripts/check_reports_in_browser.py OUT_DIR``. Exit 0 when every check holds, 1
@@ -28,6 +29,8 @@ EXAMPLES = {
     "plan-sglang": ["gemma-3-27b", "--gpu", "h200", "-e", "sglang", "-c", "64K"],
     "plan-vllm-no-fit": ["llama-3.1-70b", "--gpu", "rtx-4090", "-e", "vllm", "-c", "8K"],
 }
+#: the budget checks whose reports are checked (files of this repository)
+CHECKS = {"check-example": ["examples/budget.yaml"]}
 WIDTHS = (1280, 390)
 
 _CHECK = """
@@ -54,12 +57,17 @@ window.addEventListener('load', () => {
   const text = document.body.innerText;
   const gib = (b) => (b / 2 ** 30).toLocaleString('en-US',
     {minimumFractionDigits: 2, maximumFractionDigits: 2}) + ' GiB';
-  const want = [doc.answer.sentence, 'Reproduce it', 'The question', doc.model];
-  for (const key of ['weights_bytes', 'kv_cache_memory_bytes', 'kv_cache_bytes']) {
-    if (typeof doc[key] === 'number' && doc[key] > 0) want.push(gib(doc[key]));
+  const want = ['Reproduce it'];
+  if (doc.results) {
+    for (const r of doc.results) want.push(r.deployment, r.assertion, r.margin);
+  } else {
+    want.push(doc.answer.sentence, 'The question', doc.model);
+    for (const key of ['weights_bytes', 'kv_cache_memory_bytes', 'kv_cache_bytes']) {
+      if (typeof doc[key] === 'number' && doc[key] > 0) want.push(gib(doc[key]));
+    }
+    for (const line of doc.log_lines || []) want.push(line);
+    if (doc.kv_cache_tokens) want.push(doc.kv_cache_tokens.toLocaleString('en-US') + ' tokens');
   }
-  for (const line of doc.log_lines || []) want.push(line);
-  if (doc.kv_cache_tokens) want.push(doc.kv_cache_tokens.toLocaleString('en-US') + ' tokens');
   for (const w of want) if (!text.includes(w)) problems.push('missing: ' + w);
   document.body.setAttribute('data-check', JSON.stringify({problems, checked: want.length}));
 });
@@ -121,16 +129,18 @@ def main() -> int:
         print("no Chromium found (Debian: apt-get install chromium)", file=sys.stderr)
         return 3
     problems: list[str] = []
-    for name, args in EXAMPLES.items():
+    asked = {name: ["plan", *args] for name, args in EXAMPLES.items()}
+    asked.update({name: ["check", *args] for name, args in CHECKS.items()})
+    for name, args in asked.items():
         page = out / f"{name}.html"
         made = subprocess.run(
-            [sys.executable, "-m", "kvplan", "plan", *args, "--html", str(page), "--force"],
+            [sys.executable, "-m", "kvplan", *args, "--html", str(page), "--force"],
             capture_output=True,
             text=True,
             check=False,
         )
         if made.returncode not in (0, 1) or not page.exists():
-            problems.append(f"{name}: kvplan plan exit {made.returncode}: {made.stderr[-300:]}")
+            problems.append(f"{name}: kvplan exit {made.returncode}: {made.stderr[-300:]}")
             continue
         print(f"{page.name}: {page.stat().st_size:,} bytes")
         for width in WIDTHS:

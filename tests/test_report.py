@@ -141,3 +141,31 @@ def test_refused_in_one_line(extra: list[str], message: str, tmp_path: Path) -> 
     assert result.exit_code == 2
     assert message.replace("r.txt", str(tmp_path / "r.txt")) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_check_page_puts_the_failing_deployments_first(tmp_path: Path) -> None:
+    """A budget of two deployments, the second failing: its section comes first, each
+    assertion with its required, actual and margin as --format json gives them."""
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        "deployments:\n"
+        "  - name: roomy\n    model: llama-3.1-8b\n    gpu: h100\n    max_model_len: 8K\n"
+        "    expect:\n      min_concurrency: 2\n"
+        "  - name: tight\n    model: llama-3.1-8b\n    gpu: l4\n    max_model_len: 128K\n"
+        "    expect:\n      min_concurrency: 4\n      fits: true\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "check.html"
+    result = runner.invoke(app, ["check", str(budget), "--html", str(out), "-f", "json"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    page = out.read_text(encoding="utf-8")
+    assert _data(page) == doc
+    assert page.index("<h2>tight: fails</h2>") < page.index("<h2>roomy: holds</h2>")
+    failed = [r for r in doc["results"] if not r["passed"]]
+    assert 'class="verdict fail"' in page
+    assert f"{len(failed)} of {doc['num_assertions']} assertions fail" in page
+    for r in doc["results"]:
+        assert r["margin"] in page
+        assert f"{r['required']:,} requests" in page or isinstance(r["required"], bool)
+    assert f"kvplan check {budget}" in page

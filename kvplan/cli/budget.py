@@ -9,7 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from kvplan.cli.common import check_failed_unless, command, emit, guard, print_json
+from kvplan.cli.common import (
+    check_failed_unless,
+    command,
+    command_line,
+    emit,
+    guard,
+    print_json,
+)
 from kvplan.cli.options import FormatOpt, OutputFormat
 
 BudgetsArg = Annotated[
@@ -25,7 +32,17 @@ JunitOpt = Annotated[
     ),
 ]
 ForceOpt = Annotated[
-    bool, typer.Option("--force", help="Overwrite --junit-xml even if kvplan did not write it.")
+    bool,
+    typer.Option("--force", help="Overwrite --junit-xml or --html when kvplan did not write it."),
+]
+CheckHtmlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        help="Also write the check as one self-contained HTML page: a section per deployment,"
+        " the failing ones first, each assertion with required, actual and margin.",
+        show_default=False,
+    ),
 ]
 AllowHubOpt = Annotated[
     bool,
@@ -86,9 +103,11 @@ def _refuse_unused(sites: tuple[Any, ...], loaded: list[tuple[str, Any, str]]) -
 
 @command("check")
 def check(
+    ctx: typer.Context,
     budgets: BudgetsArg,
     output: FormatOpt = OutputFormat.table,
     junit_xml: JunitOpt = None,
+    html: CheckHtmlOpt = None,
     force: ForceOpt = False,
     allow_hub: AllowHubOpt = False,
     calibration: CheckCalibrationOpt = None,
@@ -103,11 +122,17 @@ def check(
     from contextlib import nullcontext
 
     from kvplan.catalog.lookup import hub_from_files
+    from kvplan.cli.reports import check_html_path, write_page
     from kvplan.files import write_atomic
     from kvplan.gate.budget import check_budget, load_budget
     from kvplan.views import budget as views
+    from kvplan.views.report import check_report
+
+    command = command_line(ctx, leave_out=("html", "force", "output", "junit_xml"))
 
     def run() -> None:
+        if html is not None:
+            check_html_path(html)
         sites = _calibrations(calibration or [])
         with hub_from_files() if allow_hub else nullcontext():
             loaded = [(path, *load_budget(path)) for path in budgets]
@@ -115,9 +140,12 @@ def check(
             checked = [(path, check_budget(b, text, path, sites)) for path, b, text in loaded]
         if junit_xml is not None:
             write_atomic(junit_xml, views.junit_xml(checked), force=force, ours=_our_junit)
+        doc = views.check_to_dict(checked)
+        if html is not None:
+            write_page(html, check_report(doc, command), force)
         emit(
             output,
-            lambda: views.check_to_dict(checked),
+            lambda: doc,
             lambda: [item for path, rs in checked for item in views.check_view(path, rs)],
         )
         if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -80,7 +80,13 @@ from kvplan.cli.options import (
     OptionalTpOpt,
     SpeculativeConfigOpt,
 )
-from kvplan.cli.reports import HtmlForceOpt, HtmlOpt, with_report_figures, write_report
+from kvplan.cli.reports import (
+    HtmlForceOpt,
+    HtmlOpt,
+    check_html_path,
+    with_report_figures,
+    write_report,
+)
 from kvplan.errors import UnitError
 
 if TYPE_CHECKING:
@@ -543,6 +549,8 @@ def _plan(a: dict[str, Any]) -> None:
         )
         check_failed_unless(found.fits)
         return
+    if a["html"] is not None:
+        check_html_path(a["html"])
     q = _question(a, spec, common)
     ans = answer(spec, _device(a["gpu"], a["gpu_memory"]), q)
     to_dict, view = _views(ans.result)

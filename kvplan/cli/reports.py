@@ -31,14 +31,26 @@ def with_report_figures(doc: dict[str, Any], spec: Any, kv_cache_dtype: str | No
 
 
 def write_report(path: str, doc: dict[str, Any], command: str, force: bool) -> None:
-    """Write the plan report of ``doc`` to ``path``; say so on stderr."""
-    from kvplan.files import head_contains, write_atomic
-    from kvplan.views.report import REPORT_MARKER, plan_report
+    """Write the plan report of ``doc`` to ``path``."""
+    from kvplan.views.report import plan_report
 
+    write_page(path, plan_report(doc, command), force)
+
+
+def check_html_path(path: str) -> None:
+    """UnitError unless ``path`` names an .html file."""
     if not path.endswith((".html", ".htm")):
         from kvplan.errors import UnitError
 
         raise UnitError(f"--html {path}: expected a file name ending in .html")
-    page = plan_report(doc, command)
+
+
+def write_page(path: str, page: str, force: bool) -> None:
+    """Write ``page`` to ``path`` (a file kvplan did not write kept unless ``force``); say
+    so on stderr."""
+    from kvplan.files import head_contains, write_atomic
+    from kvplan.views.report import REPORT_MARKER
+
+    check_html_path(path)
     write_atomic(path, page, force=force, ours=lambda p: head_contains(p, REPORT_MARKER))
     typer.echo(f"wrote {path} ({len(page.encode('utf-8')):,} bytes)", err=True)

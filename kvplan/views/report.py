@@ -21,7 +21,7 @@ from typing import Any
 
 from kvplan.units import format_bytes, format_tokens
 
-__all__ = ["REPORT_MARKER", "plan_report"]
+__all__ = ["REPORT_MARKER", "check_report", "plan_report"]
 
 #: the first line of every report kvplan writes (an earlier report is replaced without --force)
 REPORT_MARKER = "<!-- kvplan capacity report -->"
@@ -320,6 +320,11 @@ def plan_report(doc: dict[str, Any], command: str) -> str:
         items = "".join(f"<li>{_e(n)}</li>" for n in notes)
         sections += ["<h2>Estimated or left out</h2>", f"<ul>{items}</ul>"]
     sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
+    return _page(title, sections, doc, "plan")
+
+
+def _page(title: str, sections: list[str], doc: dict[str, Any], what: str) -> str:
+    """The page: ``sections`` under ``title``, with ``doc`` kept below as data."""
     data = json.dumps(doc, sort_keys=True).replace("</", "<\\/")
     return (
         f'{REPORT_MARKER}\n<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -327,8 +332,60 @@ def plan_report(doc: dict[str, Any], command: str) -> str:
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1>"
         f'<p class="muted">schema_version {doc.get("schema_version")}; every figure is the'
-        " plan's --format json document, kept below as data.</p>"
+        f" {what}'s --format json document, kept below as data.</p>"
         f"{''.join(sections)}"
         f'<script type="application/json" id="kvplan-data">{data}</script>'
         "</body></html>\n"
     )
+
+
+def check_report(doc: dict[str, Any], command: str) -> str:
+    """The self-contained HTML page of one ``kvplan check``: a section per deployment, those
+    with a failing assertion first, each assertion with required, actual and margin."""
+    results = doc["results"]
+    order: list[str] = []
+    for r in results:
+        if r["deployment"] not in order:
+            order.append(r["deployment"])
+    failing = {r["deployment"] for r in results if not r["passed"]}
+    order.sort(key=lambda name: name not in failing)  # stable: the file's order otherwise
+    passed = bool(doc["passed"])
+    sentence = (
+        f"All {doc['num_assertions']:,} assertions hold."
+        if passed
+        else f"{doc['num_failed']:,} of {doc['num_assertions']:,} assertions fail, in"
+        f" {len(failing):,} of {len(order):,} deployments."
+    )
+    sections = [f'<p class="verdict{"" if passed else " fail"}" id="verdict">{_e(sentence)}</p>']
+    head = (
+        "<tr><th>assertion</th><th>required</th><th>actual</th><th>margin</th>"
+        "<th>verdict</th><th>line</th></tr>"
+    )
+    for name in order:
+        mine = [r for r in results if r["deployment"] == name]
+        bad = name in failing
+        rows = "".join(
+            f'<tr><td>{_e(r["assertion"])}</td><td class="num">{_e(_value(r, "required"))}'
+            f'</td><td class="num">{_e(_value(r, "actual"))}</td>'
+            f'<td class="num">{_e(r["margin"])}</td>'
+            f"<td>{'holds' if r['passed'] else 'FAILS'}</td>"
+            f'<td class="num">{_e(r["line"])}</td></tr>'
+            for r in mine
+        )
+        sections += [
+            f"<h2>{_e(name)}: {'fails' if bad else 'holds'}</h2>",
+            f'<div class="scroll"><table>{head}{rows}</table></div>',
+        ]
+    sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
+    files = ", ".join(str(f) for f in doc.get("files", []))
+    return _page(f"{files}: kvplan budget check", sections, doc, "check")
+
+
+def _value(result: dict[str, Any], key: str) -> str:
+    """An assertion's value with its unit, as the check's table shows it."""
+    value, unit = result[key], result["unit"]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "bytes":
+        return f"{format_bytes(value)} ({value:,} bytes)"
+    return f"{value:,} {unit}" if unit else f"{value:,}"
