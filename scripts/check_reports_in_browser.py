@@ -31,6 +31,10 @@ EXAMPLES = {
 }
 #: the budget checks whose reports are checked (files of this repository)
 CHECKS = {"check-example": ["examples/budget.yaml"]}
+#: the comparisons whose reports are checked
+COMPARES = {
+    "compare-four": ["llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3", "--gpu", "h100"]
+}
 WIDTHS = (1280, 390)
 
 _CHECK = """
@@ -60,6 +64,9 @@ window.addEventListener('load', () => {
   const want = ['Reproduce it'];
   if (doc.results) {
     for (const r of doc.results) want.push(r.deployment, r.assertion, r.margin);
+  } else if (doc.models) {
+    for (const m of doc.models) want.push(m.model, gib(m.kv_cache_bytes),
+      m.bytes_per_token.toLocaleString('en-US') + ' B');
   } else {
     want.push(doc.answer.sentence, 'The question', doc.model);
     for (const key of ['weights_bytes', 'kv_cache_memory_bytes', 'kv_cache_bytes']) {
@@ -131,6 +138,7 @@ def main() -> int:
     problems: list[str] = []
     asked = {name: ["plan", *args] for name, args in EXAMPLES.items()}
     asked.update({name: ["check", *args] for name, args in CHECKS.items()})
+    asked.update({name: ["compare", *args] for name, args in COMPARES.items()})
     for name, args in asked.items():
         page = out / f"{name}.html"
         made = subprocess.run(

@@ -169,3 +169,22 @@ def test_a_check_page_puts_the_failing_deployments_first(tmp_path: Path) -> None
         assert r["margin"] in page
         assert f"{r['required']:,} requests" in page or isinstance(r["required"], bool)
     assert f"kvplan check {budget}" in page
+
+
+def test_a_compare_page_shows_each_models_figures(tmp_path: Path) -> None:
+    """Llama 3.1 8B and Qwen3 8B at 32K: 131,072 and 147,456 B a token (Qwen3: 36 layers x 8
+    KV heads x 128 x 2 B x 2), 4.00 and 4.50 GiB a sequence, as the page and JSON say."""
+    out = tmp_path / "compare.html"
+    args = ["compare", "llama-3.1-8b", "qwen3-8b", "--gpu", "h100", "--html", str(out)]
+    result = runner.invoke(app, [*args, "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    page = out.read_text(encoding="utf-8")
+    assert _data(page) == doc
+    per_token = [m["bytes_per_token"] for m in doc["models"]]
+    assert per_token == [2 * 32 * 8 * 128 * 2, 2 * 36 * 8 * 128 * 2]
+    for m in doc["models"]:
+        assert f"{m['bytes_per_token']:,} B" in page
+        assert _gib(m["kv_cache_bytes"]) in page
+        assert f'<td class="num">{m["max_concurrency"]:,}</td>' in page
+    assert "kvplan compare llama-3.1-8b qwen3-8b --gpu h100" in page

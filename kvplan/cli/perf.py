@@ -11,6 +11,7 @@ import typer
 from kvplan.cli.common import (
     auto_none,
     command,
+    command_line,
     complete_model,
     emit,
     gpu_option,
@@ -139,8 +140,23 @@ def perf(
     guard(run)
 
 
+CompareHtmlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        help="Also write the comparison as one self-contained HTML page (no network, no"
+        " script): the table and a chart of each model's KV cache and most sequences.",
+        show_default=False,
+    ),
+]
+CompareForceOpt = Annotated[
+    bool, typer.Option("--force", help="Overwrite --html's file when kvplan did not write it.")
+]
+
+
 @command("compare")
 def compare(
+    ctx: typer.Context,
     models: Annotated[
         list[str],
         typer.Argument(
@@ -155,6 +171,8 @@ def compare(
     system: PerfSystemOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     engine: EngineOpt = "ideal",
+    html: CompareHtmlOpt = None,
+    force: CompareForceOpt = False,
     output: FormatOpt = OutputFormat.table,
 ) -> None:
     """Models side by side: the cache dtype each is served in (and why), KV bytes per token and
@@ -162,11 +180,17 @@ def compare(
     decode speed (estimate at 80% bandwidth); with -tp or --system also that speed with the
     all-reduce of each step over the system's links."""
 
+    command = command_line(ctx, leave_out=("html", "force", "output"))
+
     def run() -> None:
         from kvplan.answers.performance import compare as compare_models
+        from kvplan.cli.reports import check_html_path, write_page
         from kvplan.hardware.lookup import find_gpu
         from kvplan.views import perf as views
+        from kvplan.views.report import compare_report
 
+        if html is not None:
+            check_html_path(html)
         tokens = tokens_option("--context", context)
         device = find_gpu(gpu) if gpu else None
         rows = compare_models(
@@ -179,15 +203,14 @@ def compare(
             system=system,
         )
         name, shown = (device.name, device.display_name) if device else (None, None)
+        doc = views.compare_to_dict(
+            tokens, name, rows, engine=engine, tensor_parallel_size=tensor_parallel_size
+        )
+        if html is not None:
+            write_page(html, compare_report(doc, command), force)
         emit(
             output,
-            lambda: views.compare_to_dict(
-                tokens,
-                name,
-                rows,
-                engine=engine,
-                tensor_parallel_size=tensor_parallel_size,
-            ),
+            lambda: doc,
             lambda: views.compare_view(
                 tokens, shown, rows, linked=_linked(system, tensor_parallel_size)
             ),
@@ -233,9 +256,7 @@ ChartOutOpt = Annotated[
     ),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --output.")]
-WidthOpt = Annotated[
-    int, typer.Option("--width", min=30, max=1000, help="Terminal chart columns.")
-]
+WidthOpt = Annotated[int, typer.Option("--width", min=30, max=1000, help="Terminal chart columns.")]
 HeightOpt = Annotated[int, typer.Option("--height", min=8, max=500, help="Terminal chart rows.")]
 
 

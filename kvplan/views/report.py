@@ -21,7 +21,7 @@ from typing import Any
 
 from kvplan.units import format_bytes, format_tokens
 
-__all__ = ["REPORT_MARKER", "check_report", "plan_report"]
+__all__ = ["REPORT_MARKER", "check_report", "compare_report", "plan_report"]
 
 #: the first line of every report kvplan writes (an earlier report is replaced without --force)
 REPORT_MARKER = "<!-- kvplan capacity report -->"
@@ -389,3 +389,88 @@ def _value(result: dict[str, Any], key: str) -> str:
     if unit == "bytes":
         return f"{format_bytes(value)} ({value:,} bytes)"
     return f"{value:,} {unit}" if unit else f"{value:,}"
+
+
+def compare_report(doc: dict[str, Any], command: str) -> str:
+    """The self-contained HTML page of one ``kvplan compare``: the models' table and a bar
+    chart of each one's KV cache of one sequence at the context (and the most sequences that
+    fit, with --gpu)."""
+    models = doc["models"]
+    tokens = int(doc["context_tokens"])
+    where = f" on {doc['gpu']}" if doc.get("gpu") else ""
+    head = (
+        "<tr><th>model</th><th>KV cache dtype</th><th>KV bytes a token</th>"
+        f"<th>one sequence of {tokens:,} tokens</th><th>most sequences</th>"
+        "<th>decode, one sequence</th></tr>"
+    )
+    rows = "".join(
+        f"<tr><td>{_e(m['model'])}</td><td>{_e(m['kv_cache_dtype'])}"
+        f' <span class="muted">({_e(m["kv_cache_dtype_reason"])})</span></td>'
+        f'<td class="num">{m["bytes_per_token"]:,} B</td>'
+        f'<td class="num">{_gib(int(m["kv_cache_bytes"]))}</td>'
+        f'<td class="num">{_count(m.get("max_concurrency"))}</td>'
+        f'<td class="num">{_speed(m)}</td></tr>'
+        for m in models
+    )
+    sections = [
+        f'<p class="verdict" id="verdict">{len(models):,} models at {tokens:,} tokens a'
+        f" sequence{_e(where)} (engine {_e(doc.get('engine', 'ideal'))}, TP"
+        f" {doc.get('tensor_parallel_size', 1)}).</p>",
+        "<h2>Side by side</h2>",
+        f'<div class="scroll"><table>{head}{rows}</table></div>',
+        f"<h2>KV cache of one sequence of {tokens:,} tokens</h2>",
+        _model_bars(models),
+    ]
+    notes = [str(m["note"]) for m in models if m.get("note")]
+    notes += [f"{m['model']}: {m['no_speed_reason']}" for m in models if m.get("no_speed_reason")]
+    if notes:
+        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        sections += ["<h2>Estimated or left out</h2>", f"<ul>{items}</ul>"]
+    sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
+    names = ", ".join(str(m["model"]) for m in models)
+    return _page(f"{names}: kvplan comparison", sections, doc, "comparison")
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "(give --gpu)"
+
+
+def _speed(model: dict[str, Any]) -> str:
+    speed = model.get("decode_tokens_per_second")
+    return f"{speed:,.1f} tokens/s" if isinstance(speed, int | float) else "-"
+
+
+def _model_bars(models: list[dict[str, Any]]) -> str:
+    """One horizontal bar a model: its KV cache of one sequence, in GiB, labelled."""
+    widest = max(int(m["kv_cache_bytes"]) for m in models) or 1
+    row, left, w = 34, 260, 1000
+    parts = []
+    for i, m in enumerate(models):
+        y = 10 + i * row
+        length = (w - left - 140) * int(m["kv_cache_bytes"]) / widest
+        parts.append(
+            f'<text x="{left - 8}" y="{y + 19}" text-anchor="end">{_e(m["model"])}</text>'
+            f'<rect x="{left}" y="{y}" width="{length:.1f}" height="24"'
+            f' fill="var(--c{1 + i % 5})"><title>{_e(m["model"])}</title></rect>'
+            f'<text x="{left + length + 6:.1f}" y="{y + 19}">'
+            f"{_gib(int(m['kv_cache_bytes']))}</text>"
+        )
+    base = 10 + len(models) * row
+    span = w - left - 140
+    parts.append(f'<line class="axis" x1="{left}" y1="{base}" x2="{left + span}" y2="{base}"/>')
+    for k in range(5):
+        x = left + span * k / 4
+        parts.append(
+            f'<line class="axis" x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 6}"/>'
+            f'<text x="{x:.1f}" y="{base + 22}" text-anchor="middle">'
+            f"{widest * k / 4 / GiB:,.1f}</text>"
+        )
+    parts.append(
+        f'<text x="{left + span / 2:.1f}" y="{base + 44}" text-anchor="middle">GiB, one'
+        " sequence</text>"
+    )
+    h = base + 54
+    return (
+        f'<div class="scroll"><svg viewBox="0 0 {w} {h}" role="img" aria-label="KV cache of'
+        f' one sequence a model">{"".join(parts)}</svg></div>'
+    )
