@@ -1,7 +1,7 @@
-"""Render kvplan's example HTML reports (plans of each engine, a budget check) in a real
-browser (headless Chromium, no network, a fresh profile each time) and check them from the
-DOM: every figure and label the report's own JSON gives is on the page, and nothing spills
-out of its box at 1280 and 390 pixels wide.
+"""Render kvplan's example HTML reports (plans of each engine, a budget check, a comparison,
+a diff) in a real browser (headless Chromium, no network, a fresh profile each time) and check
+them from the DOM: every figure and label the report's own JSON gives is on the page, and
+nothing spills out of its box at 1280 and 390 pixels wide.
 Screenshots of each go to the output folder.
 
 Run: ``python scripts/check_reports_in_browser.py OUT_DIR``. Exit 0 when every check holds, 1
@@ -64,6 +64,8 @@ window.addEventListener('load', () => {
   const want = ['Reproduce it'];
   if (doc.results) {
     for (const r of doc.results) want.push(r.deployment, r.assertion, r.margin);
+  } else if (doc.metrics) {
+    for (const m of doc.metrics) want.push(m.scope, m.name, m.change);
   } else if (doc.models) {
     for (const m of doc.models) want.push(m.model, gib(m.kv_cache_bytes),
       m.bytes_per_token.toLocaleString('en-US') + ' B');
@@ -139,6 +141,10 @@ def main() -> int:
     asked = {name: ["plan", *args] for name, args in EXAMPLES.items()}
     asked.update({name: ["check", *args] for name, args in CHECKS.items()})
     asked.update({name: ["compare", *args] for name, args in COMPARES.items()})
+    changed = out / "budget-changed.yaml"
+    example = Path("examples/budget.yaml").read_text(encoding="utf-8")
+    changed.write_text(example.replace("max_model_len: 32K", "max_model_len: 16K"), "utf-8")
+    asked["diff-example"] = ["diff", "examples/budget.yaml", str(changed)]
     for name, args in asked.items():
         page = out / f"{name}.html"
         made = subprocess.run(

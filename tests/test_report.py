@@ -188,3 +188,28 @@ def test_a_compare_page_shows_each_models_figures(tmp_path: Path) -> None:
         assert _gib(m["kv_cache_bytes"]) in page
         assert f'<td class="num">{m["max_concurrency"]:,}</td>' in page
     assert "kvplan compare llama-3.1-8b qwen3-8b --gpu h100" in page
+
+
+def test_a_diff_page_shows_what_the_change_did_to_each_answer(tmp_path: Path) -> None:
+    """The example budget with chat-prod's max_model_len halved: its most requests move,
+    and the page lists the moved answers first, with old, new and the change."""
+    old = Path(__file__).parent.parent / "examples" / "budget.yaml"
+    new = tmp_path / "budget.yaml"
+    new.write_text(
+        old.read_text(encoding="utf-8").replace("max_model_len: 32K", "max_model_len: 16K"),
+        encoding="utf-8",
+    )
+    out = tmp_path / "diff.html"
+    result = runner.invoke(app, ["diff", str(old), str(new), "--html", str(out), "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    page = out.read_text(encoding="utf-8")
+    assert _data(page) == doc
+    moved = [m for m in doc["metrics"] if m["change"] != "unchanged"]
+    assert moved
+    assert "max_concurrency" in {m["name"] for m in moved}
+    first_unchanged = page.index(">unchanged<")
+    for m in moved:
+        assert f"{m['new']:,} {m['unit']}" in page or m["unit"] == "bytes"
+        assert page.index(f">{m['change']}<") < first_unchanged
+    assert "<td>max_model_len</td>" in page

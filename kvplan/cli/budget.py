@@ -187,14 +187,41 @@ OldArg = Annotated[
 NewArg = Annotated[str, typer.Argument(help="The same kind of file, changed.", show_default=False)]
 
 
+DiffHtmlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        help="Also write the diff as one self-contained HTML page: each change, and what it"
+        " did to each answer (old, new, the change).",
+        show_default=False,
+    ),
+]
+
+
 @command("diff")
-def diff(old: OldArg, new: NewArg, output: FormatOpt = OutputFormat.table) -> None:
+def diff(
+    ctx: typer.Context,
+    old: OldArg,
+    new: NewArg,
+    html: DiffHtmlOpt = None,
+    force: ForceOpt = False,
+    output: FormatOpt = OutputFormat.table,
+) -> None:
     """What changed between two specs or two budget files, and what it does to the answers."""
+    from kvplan.cli.reports import check_html_path, write_page
     from kvplan.gate.diffing import diff_files
     from kvplan.views import budget as views
+    from kvplan.views.report import diff_report
+
+    command = command_line(ctx, leave_out=("html", "force", "output"))
 
     def run() -> None:
+        if html is not None:
+            check_html_path(html)
         result = diff_files(old, new)
-        emit(output, lambda: views.diff_to_dict(result), lambda: views.diff_view(result))
+        doc = views.diff_to_dict(result)
+        if html is not None:
+            write_page(html, diff_report(doc, command), force)
+        emit(output, lambda: doc, lambda: views.diff_view(result))
 
     guard(run)

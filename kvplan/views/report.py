@@ -21,7 +21,7 @@ from typing import Any
 
 from kvplan.units import format_bytes, format_tokens
 
-__all__ = ["REPORT_MARKER", "check_report", "compare_report", "plan_report"]
+__all__ = ["REPORT_MARKER", "check_report", "compare_report", "diff_report", "plan_report"]
 
 #: the first line of every report kvplan writes (an earlier report is replaced without --force)
 REPORT_MARKER = "<!-- kvplan capacity report -->"
@@ -474,3 +474,53 @@ def _model_bars(models: list[dict[str, Any]]) -> str:
         f'<div class="scroll"><svg viewBox="0 0 {w} {h}" role="img" aria-label="KV cache of'
         f' one sequence a model">{"".join(parts)}</svg></div>'
     )
+
+
+def diff_report(doc: dict[str, Any], command: str) -> str:
+    """The self-contained HTML page of one ``kvplan diff``: the changes, then what they did
+    to each answer, those that changed first."""
+    changes, metrics = doc.get("changes") or [], doc.get("metrics") or []
+    moved = [m for m in metrics if m.get("change") != "unchanged"]
+    sentence = (
+        f"{len(changes):,} change{'' if len(changes) == 1 else 's'};"
+        f" {len(moved):,} of {len(metrics):,} answers moved."
+    )
+    sections = [
+        f'<p class="verdict" id="verdict">{_e(sentence)}</p>',
+        "<h2>What changed</h2>",
+    ]
+    head = "<tr><th>where</th><th>field</th><th>old</th><th>new</th></tr>"
+    rows = "".join(
+        f"<tr><td>{_e(c.get('scope', ''))}</td><td>{_e(c.get('field', ''))}</td>"
+        f"<td><code>{_e(_shown(c.get('old')))}</code></td>"
+        f"<td><code>{_e(_shown(c.get('new')))}</code></td></tr>"
+        for c in changes
+    )
+    sections.append(f'<div class="scroll"><table>{head}{rows}</table></div>')
+    head = "<tr><th>where</th><th>answer</th><th>old</th><th>new</th><th>change</th></tr>"
+    ordered = sorted(metrics, key=lambda m: m.get("change") == "unchanged")  # stable
+    rows = "".join(
+        f"<tr><td>{_e(m.get('scope', ''))}</td><td>{_e(m.get('name', ''))}</td>"
+        f'<td class="num">{_e(_metric(m, "old"))}</td>'
+        f'<td class="num">{_e(_metric(m, "new"))}</td>'
+        f'<td class="num">{_e(m.get("change", ""))}</td></tr>'
+        for m in ordered
+    )
+    sections += [
+        "<h2>What it did to the answers</h2>",
+        f'<div class="scroll"><table>{head}{rows}</table></div>',
+        "<h2>Reproduce it</h2>",
+        f"<pre>{_e(command)}</pre>",
+    ]
+    return _page(f"{doc.get('old')} to {doc.get('new')}: kvplan diff", sections, doc, "diff")
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+
+
+def _metric(metric: dict[str, Any], key: str) -> str:
+    value, unit = metric.get(key), metric.get("unit", "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return _shown(value)
+    return _value({key: value, "unit": unit}, key)
