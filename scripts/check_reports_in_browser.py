@@ -2,7 +2,8 @@
 a diff) in a real browser (headless Chromium, no network, a fresh profile each time) and check
 them from the DOM: every figure and label the report's own JSON gives is on the page, and
 nothing spills out of its box at 1280 and 390 pixels wide.
-Screenshots of each go to the output folder.
+Screenshots of each (and, at 1280, one in dark mode and the page printed to PDF) go to the
+output folder.
 
 Run: ``python scripts/check_reports_in_browser.py OUT_DIR``. Exit 0 when every check holds, 1
 when one fails, 3 when no Chromium is found (the caller says so and skips).
@@ -125,6 +126,14 @@ def _check(browser: str, page: Path, width: int, out: Path) -> list[str]:
     problems = [str(p) for p in result["problems"]]
     if not shot.exists():
         problems.append(f"no screenshot {shot.name}")
+    if width == WIDTHS[0]:  # the reader's dark setting, and printed
+        dark = out / f"{page.stem}-{width}-dark.png"
+        _run(browser, [size, "--force-dark-mode", f"--screenshot={dark}", page.as_uri()])
+        pdf = out / f"{page.stem}.pdf"
+        _run(browser, ["--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()])
+        for made in (dark, pdf):
+            if not made.exists() or made.stat().st_size < 1000:
+                problems.append(f"no {made.name}")
     print(f"{page.name} at {width} px: {result['checked']} figures checked, {len(problems)}"
           f" problems; {shot.name}")  # fmt: skip
     return problems
