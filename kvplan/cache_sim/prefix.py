@@ -45,6 +45,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any, Protocol
 
 from kvplan.arguments import as_int, as_str
 from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, reusable_blocks
@@ -280,6 +281,74 @@ class TierState:
                 lru[block] = count - took
 
 
+def check_pool(
+    units: int, unit_tokens: int, trace_block_tokens: int, names: tuple[str, str]
+) -> None:
+    """UnitError unless a pool of ``units`` units of ``unit_tokens`` tokens (its parameters'
+    ``names``) is at least one unit and its unit divides the trace's blocks."""
+    as_int(units, names[0], minimum=1)
+    as_int(unit_tokens, names[1], minimum=1)
+    as_int(trace_block_tokens, "trace_block_tokens", minimum=1)
+    if trace_block_tokens % unit_tokens:
+        raise UnitError(
+            f"{names[1]} {unit_tokens}: must divide the trace's {trace_block_tokens}-token blocks"
+        )
+
+
+def tier_states(tiers: Sequence[LowerTier], result: PrefixCacheResult) -> list[TierState]:
+    """The replay's state of each lower tier, its totals kept in ``result``."""
+    for tier in tiers:
+        if not isinstance(tier, LowerTier):
+            raise UnitError("tiers: expected LowerTier values")
+    states = [TierState(t, TierResult(t.name, t.num_blocks)) for t in tiers]
+    result.tiers = [t.result for t in states]
+    return states
+
+
+def load_from(
+    tiers: Sequence[TierState],
+    named: Sequence[tuple[int, int]],
+    reached: tuple[tuple[int, int], int],
+    unit_tokens: int,
+) -> tuple[int, Fraction]:
+    """Run a hit on from ``reached`` (its position, the units it may still cover) through
+    each tier in turn, counting what each supplies: the units loaded and their seconds."""
+    at, left = reached
+    found_all, seconds = 0, Fraction(0)
+    for tier in tiers:
+        at, runs = extend_hit(tier.lru, named, at, left)
+        found = sum(hi - lo for _, lo, hi in runs)
+        left -= found
+        found_all += found
+        tier.result.hit_tokens += found * unit_tokens
+        tier.result.loaded_blocks += found
+        seconds += found * tier.spec.seconds_per_block
+    return found_all, seconds
+
+
+class _Steps(Protocol):
+    running: list[Any]
+    waiting: deque[TraceRequest]
+    result: PrefixCacheResult
+
+    def step(self, now: int) -> None: ...
+
+    def admit(self, now: int) -> None: ...
+
+
+def drive(replay: _Steps, requests: Iterable[TraceRequest]) -> PrefixCacheResult:
+    """Feed ``requests`` in arrival order to ``replay``: every finish before an arrival frees
+    its blocks and the queue moves at each one; then the rest finish."""
+    for request in requests:
+        while replay.running and replay.running[0][0] <= request.timestamp_ms:
+            replay.step(replay.running[0][0])
+        replay.waiting.append(request)
+        replay.admit(request.timestamp_ms)
+    while replay.running:
+        replay.step(replay.running[0][0])
+    return replay.result
+
+
 def simulate_prefix_cache(
     requests: Iterable[TraceRequest],
     *,
@@ -296,30 +365,11 @@ def simulate_prefix_cache(
     computed_tokens)`` plus its loads after admission (see the module docstring).
     ``keep_evictions`` records each name the GPU evicts, in order. Raises UnitError for a block
     size that does not divide the trace's or a pool under one block."""
-    as_int(num_blocks, "num_blocks", minimum=1)
-    as_int(block_tokens, "block_tokens", minimum=1)
-    as_int(trace_block_tokens, "trace_block_tokens", minimum=1)
-    if trace_block_tokens % block_tokens:
-        raise UnitError(
-            f"block_tokens {block_tokens}: must divide the trace's {trace_block_tokens}-token"
-            " blocks"
-        )
-    for tier in tiers:
-        if not isinstance(tier, LowerTier):
-            raise UnitError("tiers: expected LowerTier values")
+    check_pool(num_blocks, block_tokens, trace_block_tokens, ("num_blocks", "block_tokens"))
     replay = _Replay(num_blocks, block_tokens, trace_block_tokens // block_tokens, service_ms)
     replay.keep = keep_evictions
-    replay.tiers = [TierState(t, TierResult(t.name, t.num_blocks)) for t in tiers]
-    replay.result.tiers = [t.result for t in replay.tiers]
-    for request in requests:
-        # every finish before this arrival frees blocks, and the queue moves at each one
-        while replay.running and replay.running[0][0] <= request.timestamp_ms:
-            replay.step(replay.running[0][0])
-        replay.waiting.append(request)
-        replay.admit(request.timestamp_ms)
-    while replay.running:  # the rest finish; the queue moves at each finish
-        replay.step(replay.running[0][0])
-    return replay.result
+    replay.tiers = tier_states(tiers, replay.result)
+    return drive(replay, requests)
 
 
 @dataclass(slots=True)
@@ -395,19 +445,13 @@ class _Replay:
         for block, _, hi in hits:
             pool.unqueue(block, hi)
         at, hit = reached
-        loads, left = Fraction(0), reusable_blocks(request, bs) - hit
-        for tier in self.tiers:
-            at, runs = extend_hit(tier.lru, named, at, left)
-            found = sum(hi - lo for _, lo, hi in runs)
-            left -= found
-            tier.result.hit_tokens += found * bs
-            tier.result.loaded_blocks += found
-            loads += found * tier.spec.seconds_per_block
+        left = reusable_blocks(request, bs) - hit
+        loaded, loads = load_from(self.tiers, named, (at, left), bs)
         pool.take(total - hit, result, self.keep)
         held = self._name(named, {block: hi for block, _, hi in hits})
         for tier in self.tiers:
             tier.store(named)
-        reused = reusable_blocks(request, bs) - left
+        reused = hit + loaded
         result.num_requests += 1
         result.input_tokens += request.input_tokens
         result.hit_tokens += hit * bs

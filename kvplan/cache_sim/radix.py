@@ -43,12 +43,13 @@ from kvplan.cache_sim.prefix import (
     LowerTier,
     PrefixCacheResult,
     ServiceModel,
-    TierResult,
     TierState,
-    extend_hit,
+    check_pool,
+    drive,
+    load_from,
+    tier_states,
 )
 from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, reusable_blocks
-from kvplan.errors import UnitError
 
 __all__ = ["simulate_radix_cache"]
 
@@ -209,28 +210,11 @@ def simulate_radix_cache(
     ``service_ms(request, computed_tokens)`` plus its loads from the lower ``tiers`` (sizes in
     pages) after admission (see the module docstring). Raises UnitError for a page size that
     does not divide the trace's blocks."""
-    as_int(num_pages, "num_pages", minimum=1)
-    as_int(page_tokens, "page_tokens", minimum=1)
-    as_int(trace_block_tokens, "trace_block_tokens", minimum=1)
-    if trace_block_tokens % page_tokens:
-        raise UnitError(
-            f"page_tokens {page_tokens}: must divide the trace's {trace_block_tokens}-token blocks"
-        )
+    check_pool(num_pages, page_tokens, trace_block_tokens, ("num_pages", "page_tokens"))
     replay = _Replay(num_pages, page_tokens, trace_block_tokens // page_tokens, service_ms)
     replay.keep = keep_evictions
-    for tier in tiers:
-        if not isinstance(tier, LowerTier):
-            raise UnitError("tiers: expected LowerTier values")
-    replay.tiers = [TierState(t, TierResult(t.name, t.num_blocks)) for t in tiers]
-    replay.result.tiers = [t.result for t in replay.tiers]
-    for request in requests:
-        while replay.running and replay.running[0][0] <= request.timestamp_ms:
-            replay.step(replay.running[0][0])
-        replay.waiting.append(request)
-        replay.admit(request.timestamp_ms)
-    while replay.running:
-        replay.step(replay.running[0][0])
-    return replay.result
+    replay.tiers = tier_states(tiers, replay.result)
+    return drive(replay, requests)
 
 
 @dataclass(slots=True)
@@ -247,7 +231,6 @@ class _Replay:
     # finish ms, order, the request's own tail pages, its last node in the tree
     running: list[tuple[int, int, int, _Node]] = field(default_factory=list)
     order: int = 0
-    loaded: int = 0  # pages loaded from the tiers so far
 
     def __post_init__(self) -> None:
         self.tree = _Tree(self.num_pages)
@@ -291,43 +274,36 @@ class _Replay:
             cached = tree.insert(named, hit)
             tree.lock(cached, 1)
             tree.lock(last, -1)
-            self._start(request, (hit, loaded), total, cached, now)
+            self._start(request, (hit, *loaded), total, cached, now)
 
-    def _load(self, request: TraceRequest, named: list[tuple[int, int]], hit: int) -> Fraction:
+    def _load(
+        self, request: TraceRequest, named: list[tuple[int, int]], hit: int
+    ) -> tuple[int, Fraction]:
         """The hit past the tree from each tier (their counts updated) and the request's
-        pages written through: the seconds its loads take."""
+        pages written through: the pages loaded and the seconds their loads take."""
         at, left = (len(named), 0), reusable_blocks(request, self.page_tokens) - hit
         for index, (_, full) in enumerate(named):
             if hit < full:
                 at = (index, hit)
                 break
             hit -= full
-        seconds = Fraction(0)
-        for tier in self.tiers:
-            at, runs = extend_hit(tier.lru, named, at, left)
-            found = sum(hi - lo for _, lo, hi in runs)
-            left -= found
-            tier.result.hit_tokens += found * self.page_tokens
-            tier.result.loaded_blocks += found
-            seconds += found * tier.spec.seconds_per_block
+        loaded = load_from(self.tiers, named, (at, left), self.page_tokens)
         for tier in self.tiers:
             tier.store(named)
-        return seconds
+        return loaded
 
     def _start(
         self,
         request: TraceRequest,
-        reused: tuple[int, Fraction],
+        reused: tuple[int, int, Fraction],
         total: int,
         last: _Node,
         now: int,
     ) -> None:
-        """Count the admitted request (its ``reused`` hit pages and load seconds) and run
-        it."""
+        """Count the admitted request (``reused``: its hit pages, the pages it loaded and
+        their seconds) and run it."""
         result, ps = self.result, self.page_tokens
-        hit, loads = reused
-        loaded = sum(t.result.loaded_blocks for t in self.tiers) - self.loaded
-        self.loaded += loaded
+        hit, loaded, loads = reused
         result.num_requests += 1
         result.input_tokens += request.input_tokens
         result.hit_tokens += hit * ps
