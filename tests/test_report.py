@@ -169,6 +169,14 @@ def test_a_check_page_puts_the_failing_deployments_first(tmp_path: Path) -> None
         assert r["margin"] in page
         assert f"{r['required']:,} requests" in page or isinstance(r["required"], bool)
     assert f"kvplan check {budget}" in page
+    # each deployment's plan, as kvplan plan gives it: tight's memory bar and its verdict
+    plans = {p["deployment"]: p["plan"] for p in doc["plans"]}
+    planned = runner.invoke(
+        app, ["plan", "llama-3.1-8b", "--gpu", "l4", "--max-model-len", "128K", "-f", "json"]
+    )
+    assert plans["tight"]["kv_cache_tokens"] == json.loads(planned.stdout)["kv_cache_tokens"]
+    assert plans["tight"]["answer"]["sentence"] in page
+    assert f"weights {_gib(plans['roomy']['weights_bytes'])}" in page
 
 
 def test_a_compare_page_shows_each_models_figures(tmp_path: Path) -> None:

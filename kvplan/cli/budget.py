@@ -3,6 +3,7 @@ does, and the JSON Schemas for editors."""
 
 import os
 import sys
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -142,6 +143,8 @@ def check(
             write_atomic(junit_xml, views.junit_xml(checked), force=force, ours=_our_junit)
         doc = views.check_to_dict(checked)
         if html is not None:
+            with hub_from_files() if allow_hub else nullcontext():
+                doc["plans"] = _plans(loaded, sites)
             write_page(html, check_report(doc, command), force)
         emit(
             output,
@@ -160,6 +163,27 @@ def check(
         check_failed_unless(all(r.passed for _, results in checked for r in results))
 
     guard(run)
+
+
+def _plans(loaded: list[tuple[str, Any, str]], sites: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each deployment's plan document, as ``kvplan plan`` prints it with ``--html`` (the
+    figures a check page draws for it)."""
+    from pathlib import Path
+
+    from kvplan.cli.reports import with_report_figures
+    from kvplan.gate.budget import deployment_answer
+    from kvplan.views import plan as plan_views
+
+    plans = []
+    for path, budget, _ in loaded:
+        base = Path(path).resolve().parent
+        for d in budget.deployments:
+            spec, q, found = deployment_answer(d, base, sites)
+            plan = plan_views.plan_result_to_dict(found.result, spec)
+            plan = plan_views.with_answer(plan, q, found.verdict)
+            with_report_figures(plan, spec, d.kv_cache_dtype)
+            plans.append({"file": path, "deployment": d.name, "plan": plan})
+    return plans
 
 
 class SchemaKind(str, Enum):

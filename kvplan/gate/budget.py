@@ -48,8 +48,10 @@ from kvplan.units import (
 from kvplan.validation import field_names, line_locator, read_yaml, validate
 
 if TYPE_CHECKING:
+    from kvplan.answers.plans import Answer
     from kvplan.engines.vllm_calibration import Calibration
     from kvplan.hardware.gpus import GPU
+    from kvplan.model.spec import ModelSpec
 
 #: Upper bound of counts in a budget file (requests, sequences, tokens per step, block size).
 MAX_COUNT = 2**24
@@ -305,17 +307,27 @@ class DeploymentFacts:
     kv_bytes_per_token: int
 
 
+def deployment_answer(
+    d: Deployment, base: Path, calibrations: Sequence[Calibration] = ()
+) -> tuple[ModelSpec, Question, Answer]:
+    """Deployment ``d``'s model, its question as ``kvplan plan`` asks it (the most requests
+    of its length) and the engine's answer (``kvplan.answers.plans.answer``)."""
+    spec, device = budget_model(d.name, d.model, base), _device(d)
+    length = d.max_model_len or spec.max_position_embeddings or 0
+    q = _question(d, length, None, calibration_for(d, calibrations, device))
+    return spec, q, answer(spec, device, q)
+
+
 def deployment_facts(
     d: Deployment, base: Path, calibrations: Sequence[Calibration] = ()
 ) -> DeploymentFacts:
     """Plan deployment ``d`` (model paths relative to ``base``) with its engine, as ``kvplan
     plan`` asks it (``kvplan.answers.plans.answer``): the most requests of its length. A vLLM
     deployment on the site of one of ``calibrations`` takes its fitted budget terms."""
-    spec, device = budget_model(d.name, d.model, base), _device(d)
+    spec, _, found = deployment_answer(d, base, calibrations)
+    device = _device(d)
     length = d.max_model_len or spec.max_position_embeddings or 0
     per_token = bytes_per_token(spec, d.kv_cache_dtype)
-    calibration = calibration_for(d, calibrations, device)
-    found = answer(spec, device, _question(d, length, None, calibration))
     result, verdict = found.result, found.verdict
     if d.engine == "vllm":
         r = result.result

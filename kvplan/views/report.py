@@ -38,6 +38,7 @@ body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: 
   background: var(--bg); margin: 0 auto; padding: 16px; max-width: 1100px; }
 h1 { font-size: 1.35em; margin: 0 0 4px; overflow-wrap: anywhere; }
 h2 { font-size: 1.1em; margin: 24px 0 8px; border-bottom: 1px solid var(--line); }
+h3 { font-size: 1em; margin: 16px 0 6px; }
 .verdict { font-size: 1.15em; padding: 10px 12px; border-left: 5px solid var(--ok);
   overflow-wrap: anywhere; }
 .verdict.fail { border-color: var(--bad); }
@@ -173,12 +174,13 @@ def _kv_chart(doc: dict[str, Any]) -> str:
         f'<line class="axis" x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}"/>',
         f'<line class="axis" x1="{left}" y1="10" x2="{left}" y2="{h - bottom}"/>',
     ]
+    digits = 0 if top >= 20 * GiB else 1 if top >= 2 * GiB else 2
     for k in range(5):
         value = top * k / 4
         parts.append(
             f'<line class="grid" x1="{left}" y1="{py(value):.1f}" x2="{w - 10}"'
             f' y2="{py(value):.1f}"/><text x="{left - 6}" y="{py(value) + 5:.1f}"'
-            f' text-anchor="end">{value / GiB:,.0f}</text>'
+            f' text-anchor="end">{value / GiB:,.{digits}f}</text>'
         )
     for tokens in contexts:
         anchor = "end" if tokens == contexts[-1] else "middle"
@@ -279,13 +281,23 @@ def _notes(doc: dict[str, Any]) -> list[str]:
 def plan_report(doc: dict[str, Any], command: str) -> str:
     """The self-contained HTML page of one ``kvplan plan`` answer: its JSON ``doc`` and the
     ``command`` that reproduces it."""
+    title = f"{doc['model']} on {doc['gpu']}: kvplan capacity report"
+    sections = [
+        *_plan_body(doc, "h2"),
+        "<h2>Reproduce it</h2>",
+        f"<pre>{_e(command)}</pre>",
+    ]
+    return _page(title, sections, doc, "plan")
+
+
+def _plan_body(doc: dict[str, Any], h: str) -> list[str]:
+    """A plan's sections, headed by ``h`` (``h2`` on its own page, ``h3`` in a check's)."""
     answer = doc.get("answer") or {}
     fits = bool(doc.get("fits", answer.get("fits")))
     sentence = answer.get("sentence") or ("fits" if fits else "does not fit")
-    title = f"{doc['model']} on {doc['gpu']}: kvplan capacity report"
     sections = [
-        f'<p class="verdict{"" if fits else " fail"}" id="verdict">{_e(sentence)}</p>',
-        "<h2>The question</h2>",
+        f'<p class="verdict{"" if fits else " fail"}">{_e(sentence)}</p>',
+        f"<{h}>The question</{h}>",
         _rows(_question(doc)),
     ]
     segments = _memory(doc)
@@ -297,10 +309,11 @@ def plan_report(doc: dict[str, Any], command: str) -> str:
             if need > total
             else ""
         )
-        sections += [f"<h2>Memory of one GPU ({_gib(total)})</h2>", short, _bar(segments, total)]
+        head = f"<{h}>Memory of one GPU ({_gib(total)})</{h}>"
+        sections += [head, short, _bar(segments, total)]
     if doc.get("kv_curve") and doc.get("kv_cache_tokens"):
         sections += [
-            "<h2>KV cache against context</h2>",
+            f"<{h}>KV cache against context</{h}>",
             f"<p>The pool holds {doc['kv_cache_tokens']:,} tokens ({format_bytes(_pool(doc))});"
             f" at {doc['max_model_len']:,} tokens each, {doc.get('max_concurrency', 0):,}"
             " requests fit at once, as the engine counts its pool. The lines are kvplan's"
@@ -309,18 +322,17 @@ def plan_report(doc: dict[str, Any], command: str) -> str:
         ]
     if doc.get("kv_layers"):
         sections += [
-            f"<h2>One request of {doc['max_model_len']:,} tokens, by kind of layer</h2>",
+            f"<{h}>One request of {doc['max_model_len']:,} tokens, by kind of layer</{h}>",
             _layers(doc),
         ]
     if doc.get("log_lines"):
         lines = "\n".join(str(x) for x in doc["log_lines"])
-        sections += ["<h2>What the engine prints</h2>", f"<pre>{_e(lines)}</pre>"]
+        sections += [f"<{h}>What the engine prints</{h}>", f"<pre>{_e(lines)}</pre>"]
     notes = _notes(doc)
     if notes:
         items = "".join(f"<li>{_e(n)}</li>" for n in notes)
-        sections += ["<h2>Estimated or left out</h2>", f"<ul>{items}</ul>"]
-    sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
-    return _page(title, sections, doc, "plan")
+        sections += [f"<{h}>Estimated or left out</{h}>", f"<ul>{items}</ul>"]
+    return sections
 
 
 def _page(title: str, sections: list[str], doc: dict[str, Any], what: str) -> str:
@@ -376,6 +388,9 @@ def check_report(doc: dict[str, Any], command: str) -> str:
             f"<h2>{_e(name)}: {'fails' if bad else 'holds'}</h2>",
             f'<div class="scroll"><table>{head}{rows}</table></div>',
         ]
+        plan = next((p["plan"] for p in doc.get("plans", []) if p["deployment"] == name), None)
+        if plan is not None:
+            sections += _plan_body(plan, "h3")
     sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
     files = ", ".join(str(f) for f in doc.get("files", []))
     return _page(f"{files}: kvplan budget check", sections, doc, "check")
