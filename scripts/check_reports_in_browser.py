@@ -29,6 +29,7 @@ EXAMPLES = {
     "plan-ideal": ["qwen3-8b", "--gpu", "l40s", "-c", "32K", "-tp", "1"],
     "plan-sglang": ["gemma-3-27b", "--gpu", "h200", "-e", "sglang", "-c", "64K"],
     "plan-vllm-no-fit": ["llama-3.1-70b", "--gpu", "rtx-4090", "-e", "vllm", "-c", "8K"],
+    "plan-nodes": ["llama-3.1-70b", "--gpu", "h100", "-c", "32K", "--concurrency", "64"],
 }
 #: the budget checks whose reports are checked (files of this repository)
 CHECKS = {"check-example": ["examples/budget.yaml"]}

@@ -132,7 +132,6 @@ def test_only_its_own_page_is_replaced_without_force(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (["--html", "r.txt"], "--html r.txt: expected a file name ending in .html"),
-        (["--html", "r.html", "--concurrency", "8"], "--html: a report of one engine's answer"),
     ],
 )
 def test_refused_in_one_line(extra: list[str], message: str, tmp_path: Path) -> None:
@@ -221,3 +220,22 @@ def test_a_diff_page_shows_what_the_change_did_to_each_answer(tmp_path: Path) ->
         assert f"{m['new']:,} {m['unit']}" in page or m["unit"] == "bytes"
         assert page.index(f">{m['change']}<") < first_unchanged
     assert "<td>max_model_len</td>" in page
+
+
+def test_the_search_in_whole_nodes_lists_its_candidates(tmp_path: Path) -> None:
+    """Llama 3.1 70B, 64 requests of 32K on H100s: the page ranks the candidates as the JSON
+    does, the first the answer, whose memory the page then draws."""
+    out = tmp_path / "nodes.html"
+    args = ["plan", "llama-3.1-70b", "--gpu", "h100", "-c", "32K", "--concurrency", "64"]
+    result = runner.invoke(app, [*args, "--html", str(out), "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    page = out.read_text(encoding="utf-8")
+    assert _data(page) == doc
+    assert doc["answer"]["sentence"] in page
+    for c in doc["candidates"]:
+        assert f"<td>{c['shape']}</td>" in page
+        assert f'<td class="num">{c["held_requests"]:,}</td>' in page
+    first = doc["candidates"][0]
+    assert first["held_requests"] >= 64
+    assert page.index(f"<td>{first['shape']}</td>") < page.index("Memory of one GPU")

@@ -533,20 +533,14 @@ def _plan(a: dict[str, Any]) -> None:
     if cluster.wanted(a):
         from kvplan.answers.plans import cluster_verdict
 
-        if a["html"] is not None:
-            raise UnitError(
-                "--html: a report of one engine's answer; the search in whole nodes has none"
-                " yet (give -tp, or --engine)"
-            )
-
         shared = {k: v for k, v in common.items() if v is not None}
         found = cluster.plan(spec, a["gpu"], **shared)
         q = _question(a, spec, common)
-        emit(
-            a["output"],
-            lambda: views.with_answer(views.cluster_to_dict(found), q, cluster_verdict(found)),
-            lambda: views.cluster_view(found),
-        )
+        doc = views.with_answer(views.cluster_to_dict(found), q, cluster_verdict(found))
+        if a["html"] is not None:
+            with_report_figures(doc, spec, auto_none(a["kv_cache_dtype"]))
+            write_report(a["html"], doc, a["_command"], a["force"])
+        emit(a["output"], lambda: doc, lambda: views.cluster_view(found))
         check_failed_unless(found.fits)
         return
     if a["html"] is not None:

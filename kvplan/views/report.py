@@ -282,12 +282,33 @@ def plan_report(doc: dict[str, Any], command: str) -> str:
     """The self-contained HTML page of one ``kvplan plan`` answer: its JSON ``doc`` and the
     ``command`` that reproduces it."""
     title = f"{doc['model']} on {doc['gpu']}: kvplan capacity report"
-    sections = [
-        *_plan_body(doc, "h2"),
-        "<h2>Reproduce it</h2>",
-        f"<pre>{_e(command)}</pre>",
-    ]
+    sections = _plan_body(doc, "h2")
+    if doc.get("candidates"):
+        sections[1:1] = ["<h2>The deployments searched, best first</h2>", _candidates(doc)]
+    sections += ["<h2>Reproduce it</h2>", f"<pre>{_e(command)}</pre>"]
     return _page(title, sections, doc, "plan")
+
+
+def _candidates(doc: dict[str, Any]) -> str:
+    """The search in whole nodes: each candidate ranked, with what it costs and holds (the
+    first is the answer, whose memory the sections below show)."""
+    head = (
+        "<tr><th>system</th><th>shape</th><th>GPUs</th><th>nodes</th><th>requests held</th>"
+        "<th>KV pool a GPU</th><th>USD an hour</th><th>output tokens/s</th>"
+        "<th>USD a million output tokens</th><th>ranks below because</th></tr>"
+    )
+    rows = "".join(
+        f"<tr><td>{_e(c['system'])}</td><td>{_e(c['shape'])}</td>"
+        f'<td class="num">{c["num_gpus"]:,}</td><td class="num">{c["num_nodes"]:,}</td>'
+        f'<td class="num">{c["held_requests"]:,}</td>'
+        f'<td class="num">{_gib(int(c["kv_cache_memory_bytes"]))}</td>'
+        f'<td class="num">{_e(c.get("usd_per_hour") or "-")}</td>'
+        f'<td class="num">{_e(c.get("output_tokens_per_s") or "-")}</td>'
+        f'<td class="num">{_e(c.get("usd_per_million_output_tokens") or "-")}</td>'
+        f"<td>{_e(c.get('loses_because') or '')}</td></tr>"
+        for c in doc["candidates"]
+    )
+    return f'<div class="scroll"><table>{head}{rows}</table></div>'
 
 
 def _plan_body(doc: dict[str, Any], h: str) -> list[str]:
