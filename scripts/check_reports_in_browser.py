@@ -78,6 +78,15 @@ window.addEventListener('load', () => {
     }
     for (const line of doc.log_lines || []) want.push(line);
     if (doc.kv_cache_tokens) want.push(doc.kv_cache_tokens.toLocaleString('en-US') + ' tokens');
+    const over = doc.overhead || {};
+    const labels = {activation_bytes: 'activation', non_torch_bytes: 'non-torch',
+      cuda_graph_bytes: 'CUDA graphs'};
+    for (const [key, label] of Object.entries(labels)) {
+      if (over[key] > 0 && doc.total_memory_bytes) want.push(label + ' ' + gib(over[key]));
+    }
+    if (doc.kv_curve && doc.kv_cache_tokens) want.push('1 request', 'the KV pool (the limit)');
+    for (const g of doc.kv_layers || []) want.push(g.kind, gib(g.bytes));
+    for (const c of doc.candidates || []) want.push(c.shape);
   }
   for (const w of want) if (!text.includes(w)) problems.push('missing: ' + w);
   document.body.setAttribute('data-check', JSON.stringify({problems, checked: want.length}));
