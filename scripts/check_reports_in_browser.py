@@ -150,7 +150,7 @@ def _check(browser: str, page: Path, width: int, out: Path) -> list[str]:
 
 
 def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "report-shots")
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "report-shots").resolve()
     out.mkdir(parents=True, exist_ok=True)
     browser = _browser()
     if browser is None:
