@@ -211,6 +211,16 @@ def _links(gpu: GPU, tiers: Sequence[TierSize]) -> tuple[TierSize, ...]:
     return tuple(out)
 
 
+def _check_tiers(tiers: Sequence[TierSize]) -> None:
+    """ArgumentTypeError unless ``tiers`` are TierSize values; UnitError unless each is given
+    at most once, top first."""
+    for tier in as_values(tiers, "tiers", "a sequence of TierSize"):
+        as_instance(tier, TierSize, "tiers", "TierSize values")
+    names = [t.name for t in tiers]
+    if names != [n for n in TIER_NAMES if n in names]:
+        raise UnitError(f"tiers: each at most once, in the order {', '.join(TIER_NAMES)}")
+
+
 def _setup(
     spec: ModelSpec | str,
     gpu: GPU | str,
@@ -237,11 +247,7 @@ def _setup(
     asked, engine, page_size = trace
     engine = as_str(engine, "engine")
     page_size = as_optional_int(page_size, "page_size", minimum=1, maximum=MOONCAKE_BLOCK_TOKENS)
-    for tier in as_values(tiers, "tiers", "a sequence of TierSize"):
-        as_instance(tier, TierSize, "tiers", "TierSize values")
-    names = [t.name for t in tiers]
-    if names != [n for n in TIER_NAMES if n in names]:
-        raise UnitError(f"tiers: each at most once, in the order {', '.join(TIER_NAMES)}")
+    _check_tiers(tiers)
     if engine not in ("vllm", "sglang"):
         raise UnitError(f"engine {engine!r}: expected vllm or sglang")
     fmt = _format(path, asked)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from kvplan.units import format_bytes, format_tokens
@@ -149,27 +150,15 @@ def _bar(segments: list[tuple[str, str, int]], total: int) -> str:
     )
 
 
-def _kv_chart(doc: dict[str, Any]) -> str:
-    """The KV cache one request and the most that fit take against context (log2 axis), per
-    GPU of a replica (kvplan's estimate over tensor x pipeline), with the pool as a line."""
-    curve = doc["kv_curve"]
-    contexts = [int(c) for c in curve["context_tokens"]]
-    share = max(1, int(doc.get("tensor_parallel_size") or 1)) * max(
-        1, int(doc.get("pipeline_parallel_size") or 1)
-    )
-    one = [int(b) / share for b in curve["kv_bytes_one_request"]]
-    pool, most = _pool(doc), max(1, int(doc.get("max_concurrency") or 1))
-    top = max(pool, most * one[-1]) * 1.08 or 1.0
-    w, h, left, bottom = 1000, 370, 70, 50
-    lo = math.log2(contexts[0])
-    hi = max(math.log2(contexts[-1]), lo + 1)
+#: the KV chart's frame: width, height, left and bottom margins (viewBox units)
+_W, _H, _LEFT, _BOTTOM = 1000, 370, 70, 50
 
-    def px(tokens: int) -> float:
-        return left + (w - left - 30) * (math.log2(tokens) - lo) / (hi - lo)
 
-    def py(num_bytes: float) -> float:
-        return float(h - bottom - (h - bottom - 10) * num_bytes / top)
-
+def _axes(
+    contexts: list[int], top: float, px: Callable[[int], float], py: Callable[[float], float]
+) -> list[str]:
+    """The KV chart's axes: GiB gridlines up to ``top`` bytes, a tick a context."""
+    w, h, left, bottom = _W, _H, _LEFT, _BOTTOM
     parts = [
         f'<line class="axis" x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}"/>',
         f'<line class="axis" x1="{left}" y1="10" x2="{left}" y2="{h - bottom}"/>',
@@ -188,6 +177,31 @@ def _kv_chart(doc: dict[str, Any]) -> str:
             f'<text x="{px(tokens):.1f}" y="{h - bottom + 18}" text-anchor="{anchor}">'
             f"{_e(format_tokens(tokens))}</text>"
         )
+    return parts
+
+
+def _kv_chart(doc: dict[str, Any]) -> str:
+    """The KV cache one request and the most that fit take against context (log2 axis), per
+    GPU of a replica (kvplan's estimate over tensor x pipeline), with the pool as a line."""
+    curve = doc["kv_curve"]
+    contexts = [int(c) for c in curve["context_tokens"]]
+    share = max(1, int(doc.get("tensor_parallel_size") or 1)) * max(
+        1, int(doc.get("pipeline_parallel_size") or 1)
+    )
+    one = [int(b) / share for b in curve["kv_bytes_one_request"]]
+    pool, most = _pool(doc), max(1, int(doc.get("max_concurrency") or 1))
+    top = max(pool, most * one[-1]) * 1.08 or 1.0
+    w, h, left, bottom = _W, _H, _LEFT, _BOTTOM
+    lo = math.log2(contexts[0])
+    hi = max(math.log2(contexts[-1]), lo + 1)
+
+    def px(tokens: int) -> float:
+        return left + (w - left - 30) * (math.log2(tokens) - lo) / (hi - lo)
+
+    def py(num_bytes: float) -> float:
+        return float(h - bottom - (h - bottom - 10) * num_bytes / top)
+
+    parts = _axes(contexts, top, px, py)
     for n, colour, label in ((1, "--c1", "1 request"), (most, "--c2", f"{most:,} requests")):
         points = " ".join(
             f"{px(t):.1f},{py(n * b):.1f}" for t, b in zip(contexts, one, strict=True)
