@@ -48,7 +48,12 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from kvplan.arguments import as_int, as_str
-from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, reusable_blocks
+from kvplan.cache_sim.trace import (
+    MOONCAKE_BLOCK_TOKENS,
+    TraceRequest,
+    full_blocks,
+    reusable_blocks,
+)
 from kvplan.errors import UnitError
 
 __all__ = ["LowerTier", "PrefixCacheResult", "TierResult", "simulate_prefix_cache"]
@@ -404,15 +409,6 @@ class _Replay:
                 pool.release(block, count)
         self.admit(now)
 
-    def _named(self, request: TraceRequest) -> list[tuple[int, int]]:
-        """Each trace block of the request with its full pool blocks, while it has some."""
-        full = request.input_tokens // self.block_tokens
-        per = self.per
-        return [
-            (b, min(per, full - i * per))
-            for i, b in enumerate(request.block_ids[: -(-full // per)])
-        ]
-
     def admit(self, now: int) -> None:
         """Admit the waiting requests, first come first served, while the head fits."""
         pool, bs = self.pool, self.block_tokens
@@ -423,7 +419,7 @@ class _Replay:
                 self.waiting.popleft()
                 self.result.num_refused += 1
                 continue
-            named = self._named(request)
+            named = full_blocks(request, bs, self.per)
             at, hits = extend_hit(pool.cached, named, (0, 0), reusable_blocks(request, bs))
             hit = sum(hi for _, _, hi in hits)
             in_queue = sum(max(0, hi - pool.most_held(b)) for b, _, hi in hits)

@@ -49,7 +49,12 @@ from kvplan.cache_sim.prefix import (
     load_from,
     tier_states,
 )
-from kvplan.cache_sim.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, reusable_blocks
+from kvplan.cache_sim.trace import (
+    MOONCAKE_BLOCK_TOKENS,
+    TraceRequest,
+    full_blocks,
+    reusable_blocks,
+)
 
 __all__ = ["simulate_radix_cache"]
 
@@ -252,11 +257,7 @@ class _Replay:
                 self.waiting.popleft()
                 self.result.num_refused += 1
                 continue
-            full, per = request.input_tokens // ps, self.per
-            named = [
-                (b, min(per, full - i * per))
-                for i, b in enumerate(request.block_ids[: -(-full // per)])
-            ]
+            named = full_blocks(request, ps, self.per)
             path = tree.match(named, reusable_blocks(request, ps))
             hit = sum(n.size for n in path)
             unlocked = sum(n.size for n in path if not n.lock)

@@ -26,6 +26,7 @@ __all__ = [
     "MOONCAKE_BLOCK_TOKENS",
     "PrefixReuse",
     "TraceRequest",
+    "full_blocks",
     "prefix_reuse",
     "read_mooncake",
     "reusable_blocks",
@@ -143,6 +144,16 @@ class PrefixReuse:
         return self.hit_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
+def full_blocks(request: TraceRequest, block_tokens: int, per: int) -> list[tuple[int, int]]:
+    """Each trace block of ``request`` that holds full blocks of ``block_tokens`` tokens
+    (``per`` to a trace block), with how many: the request's cacheable prefix, trace block by
+    trace block."""
+    full = request.input_tokens // block_tokens
+    return [
+        (b, min(per, full - i * per)) for i, b in enumerate(request.block_ids[: -(-full // per)])
+    ]
+
+
 def reusable_blocks(request: TraceRequest, block_tokens: int) -> int:
     """How many of ``request``'s first blocks a cache hit may cover: its full blocks of
     ``block_tokens`` tokens that leave at least one input token to compute (vLLM's
@@ -165,11 +176,7 @@ def prefix_reuse(
     for request in requests:
         count += 1
         total += request.input_tokens
-        full = request.input_tokens // block_tokens
-        named = [
-            (b, min(per, full - i * per))
-            for i, b in enumerate(request.block_ids[: -(-full // per)])
-        ]
+        named = full_blocks(request, block_tokens, per)
         left = reusable_blocks(request, block_tokens)
         for block, blocks in named:
             have = min(seen.get(block, 0), blocks, left)
